@@ -1,0 +1,1 @@
+//! Tidemark redb backend.

@@ -1,0 +1,1 @@
+//! Tidemark rocksdb backend.

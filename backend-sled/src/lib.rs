@@ -1,0 +1,1 @@
+//! Tidemark sled backend.

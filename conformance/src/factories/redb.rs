@@ -1,0 +1,1 @@
+//! redb factory (written with the redb backend issue).

@@ -1,0 +1,1 @@
+//! rocksdb factory (written with the rocksdb backend issue).

@@ -1,0 +1,1 @@
+//! sled factory (written with the sled backend issue).

@@ -1,0 +1,38 @@
+//! How the suite creates, reopens and pokes at an engine of a given backend.
+
+use std::path::Path;
+
+use engine_api::{Engine, EngineOptions, Result};
+
+/// What a backend can do beyond the core contract; cases that need a capability the backend
+/// lacks are reported as skipped (never `#[ignore]`d).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The engine persists to its directory and can be closed and reopened.
+    pub reopen: bool,
+    /// `stats().live_entries` is exact.
+    pub exact_live_entries: bool,
+    /// [`EngineFactory::inject_raw`] can store arbitrary bytes (for corrupt-value cases).
+    pub raw_injection: bool,
+}
+
+/// Creates engines of one backend for the suite.
+pub trait EngineFactory: Send + Sync + 'static {
+    /// The engine type.
+    type Engine: Engine + 'static;
+
+    /// Backend name as it appears in test names (`memory`, `sled`, ...).
+    const NAME: &'static str;
+
+    /// What this backend supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Opens (creating when empty) the engine stored in `dir`. For a backend without
+    /// [`Capabilities::reopen`] every call returns a fresh, empty engine.
+    fn open(&self, dir: &Path, options: EngineOptions) -> Result<Self::Engine>;
+
+    /// Stores `stored` verbatim under `key`, bypassing the codec, so the suite can check that
+    /// reclamation keeps and counts what it cannot decode. Only called when
+    /// [`Capabilities::raw_injection`] is true.
+    fn inject_raw(&self, engine: &Self::Engine, key: &[u8], stored: &[u8]) -> Result<()>;
+}

@@ -1,0 +1,1 @@
+//! rocksdb conformance

@@ -1,0 +1,1 @@
+//! sled conformance

@@ -1,0 +1,99 @@
+//! The one error type every Tidemark crate returns.
+
+use std::path::PathBuf;
+
+/// Convenience alias used throughout Tidemark.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Boxed source error of a storage backend.
+pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong in an engine, a bucket or the scheduler.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A stored value (or metadata entry) could not be decoded.
+    #[error("corrupt entry for key {}: {reason}", crate::codec::display_key(key))]
+    Corrupt {
+        /// The key whose stored bytes are corrupt.
+        key: Vec<u8>,
+        /// What exactly is wrong with them.
+        reason: String,
+    },
+    /// The caller passed input outside the contract (empty or oversized key, oversized value,
+    /// offsets going backwards, ...). Nothing was written.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// An operating-system I/O error.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The storage engine underneath reported an error.
+    #[error("{backend} backend error: {source}")]
+    Backend {
+        /// Which backend failed (`"rocksdb"`, `"sled"`, `"redb"`, ...).
+        backend: &'static str,
+        /// The backend's own error.
+        #[source]
+        source: BoxedSource,
+    },
+    /// The engine (or scheduler) has been closed or shut down.
+    #[error("engine is closed")]
+    Closed,
+    /// The directory belongs to a different backend.
+    #[error("{path} holds a {found} store, not a {expected} store")]
+    WrongBackend {
+        /// The directory that was opened.
+        path: PathBuf,
+        /// The backend named by the directory's marker.
+        found: String,
+        /// The backend that tried to open it.
+        expected: &'static str,
+    },
+    /// The directory holds files that are not a Tidemark store.
+    #[error("{path} is not empty and is not a Tidemark store: {reason}")]
+    ForeignDirectory {
+        /// The directory that was opened.
+        path: PathBuf,
+        /// What was found there.
+        reason: String,
+    },
+    /// The store was written by a newer (or unknown) on-disk format.
+    #[error("{path} has format version {found}; this build supports up to {supported}")]
+    UnsupportedFormat {
+        /// The store location.
+        path: PathBuf,
+        /// The version found on disk.
+        found: u32,
+        /// The highest version this build understands.
+        supported: u32,
+    },
+    /// The operation is not supported by this engine (for example reopening a memory engine).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The lake lookuper failed.
+    #[error("lake error: {0}")]
+    Lake(String),
+}
+
+impl Error {
+    /// Wraps a backend error.
+    pub fn backend(backend: &'static str, source: impl Into<BoxedSource>) -> Self {
+        Error::Backend {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// Builds an [`Error::Corrupt`].
+    pub fn corrupt(key: &[u8], reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            key: key.to_vec(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Builds an [`Error::InvalidInput`].
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidInput(msg.into())
+    }
+}

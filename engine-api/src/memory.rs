@@ -1,0 +1,194 @@
+//! The in-memory reference engine: a `BTreeMap` with exact contract semantics, used as the oracle
+//! in property tests and as the simplest backend.
+
+use std::collections::BTreeMap;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use crate::batch::{Record, WriteBatch, validate_key};
+use crate::codec::{self, Decoded};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::options::EngineOptions;
+use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+use crate::stats::{Counters, EngineStats};
+use crate::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
+
+#[derive(Debug, Default)]
+struct State {
+    /// key → encoded stored value (the same bytes a disk backend would hold).
+    data: BTreeMap<Vec<u8>, Vec<u8>>,
+    watermark: u64,
+    applied_end: u64,
+}
+
+/// The reference engine. Nothing is persisted: it cannot be reopened.
+///
+/// ```
+/// use engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine};
+///
+/// let engine = MemoryEngine::new(EngineOptions::default());
+/// engine.put(b"k", b"v1", 0)?;
+/// engine.put(b"k", b"v2", 5)?;
+/// engine.advance_watermark(5)?;
+/// assert_eq!(engine.reclaim()?.removed(), 0); // k@5 is not covered by W = 5
+/// assert_eq!(engine.lookup(b"k")?, LocalLookup::Value { offset: 5, bytes: b"v2".to_vec() });
+/// # Ok::<(), engine_api::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryEngine {
+    state: RwLock<State>,
+    options: EngineOptions,
+    counters: Counters,
+}
+
+impl MemoryEngine {
+    /// An empty engine.
+    pub fn new(options: EngineOptions) -> Self {
+        MemoryEngine {
+            state: RwLock::default(),
+            options,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The options it was created with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// Stores raw bytes under `key`, bypassing the codec. For tests of corruption handling only.
+    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        validate_key(key)?;
+        self.write()?.data.insert(key.to_vec(), stored.to_vec());
+        Ok(())
+    }
+
+    /// Every stored key with its decoded lookup, in key order (corrupt entries are errors).
+    pub fn entries(&self) -> Result<Vec<(Vec<u8>, LocalLookup)>> {
+        let state = self.read()?;
+        state
+            .data
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), LocalLookup::from_decoded(codec::decode(k, v)?))))
+            .collect()
+    }
+
+    fn read(&self) -> Result<RwLockReadGuard<'_, State>> {
+        // A poisoned lock means a panic mid-update elsewhere; refuse rather than serve torn state.
+        self.state.read().map_err(|_| Error::Closed)
+    }
+
+    fn write(&self) -> Result<RwLockWriteGuard<'_, State>> {
+        self.state.write().map_err(|_| Error::Closed)
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
+        let mut state = self.write()?;
+        let plan = plan_apply(batch, state.watermark, state.applied_end)?;
+        for record in &plan.writes {
+            let stored = match record {
+                Record::Put { value, offset, .. } => codec::encode_value(*offset, value),
+                Record::Delete { offset, .. } => codec::encode_tombstone(*offset).to_vec(),
+            };
+            state.data.insert(record.key().to_vec(), stored);
+        }
+        state.applied_end = plan.outcome.applied_end;
+        self.counters.record_apply(&plan.outcome);
+        Ok(plan.outcome)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
+        validate_key(key)?;
+        let state = self.read()?;
+        match state.data.get(key) {
+            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, bytes)?)),
+            None => Ok(LocalLookup::Miss),
+        }
+    }
+
+    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
+        let mut state = self.write()?;
+        let update = plan_advance(state.watermark, state.applied_end, w);
+        state.watermark = update.current;
+        Ok(update)
+    }
+
+    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
+        let mut state = self.write()?;
+        let update = plan_adopt(state.watermark, lake_end);
+        state.watermark = update.current;
+        Ok(update)
+    }
+
+    fn watermark(&self) -> u64 {
+        self.read().map(|s| s.watermark).unwrap_or_default()
+    }
+
+    fn applied_end(&self) -> u64 {
+        self.read().map(|s| s.applied_end).unwrap_or_default()
+    }
+
+    fn reclaim(&self) -> Result<ReclaimReport> {
+        let started = Instant::now();
+        let mut state = self.write()?;
+        let threshold = reclaim_threshold(state.watermark, self.options.retention_distance);
+        let bytes_before = stored_bytes(&state.data);
+        let mut report = ReclaimReport {
+            threshold,
+            bytes_before,
+            ..ReclaimReport::default()
+        };
+        state.data.retain(|key, bytes| match codec::decode(key, bytes) {
+            Ok(d) if d.offset() < threshold => {
+                match d {
+                    Decoded::Value { .. } => report.values_removed += 1,
+                    Decoded::Tombstone { .. } => report.tombstones_removed += 1,
+                }
+                false
+            }
+            Ok(_) => true,
+            Err(_) => {
+                report.corrupt_kept += 1;
+                true
+            }
+        });
+        report.bytes_after = stored_bytes(&state.data);
+        report.duration = started.elapsed();
+        self.counters.record_reclaim(&report);
+        Ok(report)
+    }
+
+    fn stats(&self) -> Result<EngineStats> {
+        let state = self.read()?;
+        let threshold = reclaim_threshold(state.watermark, self.options.retention_distance);
+        let covered_estimate = state
+            .data
+            .iter()
+            .filter(|(k, v)| codec::decode(k, v).is_ok_and(|d| d.offset() < threshold))
+            .count() as u64;
+        Ok(EngineStats {
+            watermark: state.watermark,
+            applied_end: state.applied_end,
+            bytes_on_disk: stored_bytes(&state.data),
+            live_entries: state.data.len() as u64,
+            live_entries_exact: true,
+            covered_estimate,
+            counters: self.counters.snapshot(),
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn stored_bytes(data: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
+    data.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum()
+}

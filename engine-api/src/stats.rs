@@ -1,0 +1,89 @@
+//! Engine statistics and the lock-free counters every backend shares.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters since the engine was opened (they are not persisted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    /// Records written by `apply`.
+    pub applied: u64,
+    /// Records skipped as covered (`offset < W`).
+    pub covered: u64,
+    /// Records skipped as already applied.
+    pub already_applied: u64,
+    /// Values physically removed by reclamation.
+    pub reclaimed_values: u64,
+    /// Tombstones physically removed by reclamation.
+    pub reclaimed_tombstones: u64,
+    /// Completed `reclaim` calls.
+    pub reclaim_runs: u64,
+    /// Corrupt entries reclamation met and kept.
+    pub corrupt_kept: u64,
+}
+
+/// Atomic counters shared by an engine's writer, reader and reclaimer.
+#[derive(Debug, Default)]
+pub struct Counters {
+    applied: AtomicU64,
+    covered: AtomicU64,
+    already_applied: AtomicU64,
+    reclaimed_values: AtomicU64,
+    reclaimed_tombstones: AtomicU64,
+    reclaim_runs: AtomicU64,
+    corrupt_kept: AtomicU64,
+}
+
+impl Counters {
+    /// Adds an apply outcome.
+    pub fn record_apply(&self, outcome: &crate::ApplyOutcome) {
+        self.applied.fetch_add(outcome.applied, Ordering::Relaxed);
+        self.covered.fetch_add(outcome.covered, Ordering::Relaxed);
+        self.already_applied
+            .fetch_add(outcome.already_applied, Ordering::Relaxed);
+    }
+
+    /// Adds a finished reclaim run.
+    pub fn record_reclaim(&self, report: &crate::ReclaimReport) {
+        self.reclaimed_values
+            .fetch_add(report.values_removed, Ordering::Relaxed);
+        self.reclaimed_tombstones
+            .fetch_add(report.tombstones_removed, Ordering::Relaxed);
+        self.corrupt_kept
+            .fetch_add(report.corrupt_kept, Ordering::Relaxed);
+        self.reclaim_runs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for reporting.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        CounterSnapshot {
+            applied: self.applied.load(Ordering::Relaxed),
+            covered: self.covered.load(Ordering::Relaxed),
+            already_applied: self.already_applied.load(Ordering::Relaxed),
+            reclaimed_values: self.reclaimed_values.load(Ordering::Relaxed),
+            reclaimed_tombstones: self.reclaimed_tombstones.load(Ordering::Relaxed),
+            reclaim_runs: self.reclaim_runs.load(Ordering::Relaxed),
+            corrupt_kept: self.corrupt_kept.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A point-in-time view of an engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Watermark `W` (exclusive).
+    pub watermark: u64,
+    /// Applied end (exclusive).
+    pub applied_end: u64,
+    /// Bytes the store occupies on disk (0 for the memory engine: it reports encoded bytes held).
+    pub bytes_on_disk: u64,
+    /// Live entries (values plus tombstones). Exact unless
+    /// [`EngineStats::live_entries_exact`] is false.
+    pub live_entries: u64,
+    /// Whether `live_entries` is exact (RocksDB only estimates it).
+    pub live_entries_exact: bool,
+    /// Estimate of covered entries not yet reclaimed (an upper bound on the B-tree backends,
+    /// which count stale index rows too).
+    pub covered_estimate: u64,
+    /// Counters since open.
+    pub counters: CounterSnapshot,
+}

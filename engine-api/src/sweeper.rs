@@ -1,0 +1,229 @@
+//! The range-scan sweeper shared by the B-tree backends (sled, redb).
+//!
+//! Each backend keeps an index `by_offset` whose keys are `offset (u64 BE) ‖ key` with empty
+//! values, written in the same transaction as the `data` row. Reclamation walks the index from
+//! the start up to the threshold, so its cost is proportional to what is covered, never to the
+//! table. Overwrites do not delete the old index row (that would need a read before every write);
+//! the sweeper drops such *stale* rows when it meets them, and removes a `data` row only when its
+//! tag still equals the index row's offset.
+//!
+//! The loop lives here once; a backend only implements [`SweepChunk`]: one bounded transaction.
+
+use crate::codec::{self, Decoded};
+use crate::error::Result;
+
+/// Builds the index key `offset BE ‖ key`.
+pub fn index_key(offset: u64, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + key.len());
+    out.extend_from_slice(&offset.to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// Splits an index key into `(offset, key)`; `None` when it is shorter than 8 bytes.
+pub fn parse_index_key(index_key: &[u8]) -> Option<(u64, &[u8])> {
+    let (tag, key) = index_key.split_first_chunk::<8>()?;
+    Some((u64::from_be_bytes(*tag), key))
+}
+
+/// The exclusive upper bound of the index range covered by `threshold`: every index key with
+/// `offset < threshold` sorts strictly below these 8 bytes.
+pub fn index_upper_bound(threshold: u64) -> [u8; 8] {
+    threshold.to_be_bytes()
+}
+
+/// What to do with one index row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepAction {
+    /// The data row still carries this offset: remove it (a value) and the index row.
+    RemoveValue,
+    /// The data row still carries this offset: remove it (a tombstone) and the index row.
+    RemoveTombstone,
+    /// The data row was overwritten or is gone: drop only the index row.
+    DropStaleIndex,
+    /// The data row cannot be decoded: keep both rows and count it.
+    KeepCorrupt,
+}
+
+/// Decides the fate of index row `(offset, key)` given the data row's current bytes.
+pub fn decide(offset: u64, key: &[u8], current: Option<&[u8]>) -> SweepAction {
+    let Some(bytes) = current else {
+        return SweepAction::DropStaleIndex;
+    };
+    match codec::decode(key, bytes) {
+        Ok(d) if d.offset() != offset => SweepAction::DropStaleIndex,
+        Ok(Decoded::Value { .. }) => SweepAction::RemoveValue,
+        Ok(Decoded::Tombstone { .. }) => SweepAction::RemoveTombstone,
+        Err(_) => SweepAction::KeepCorrupt,
+    }
+}
+
+/// What one chunk (or a whole sweep) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepTotals {
+    /// Index rows visited.
+    pub rows_visited: u64,
+    /// Values removed.
+    pub values_removed: u64,
+    /// Tombstones removed.
+    pub tombstones_removed: u64,
+    /// Stale index rows dropped.
+    pub stale_dropped: u64,
+    /// Corrupt data rows kept.
+    pub corrupt_kept: u64,
+    /// Chunk transactions committed.
+    pub chunks: u64,
+}
+
+impl SweepTotals {
+    /// Counts one decided row.
+    pub fn count(&mut self, action: SweepAction) {
+        self.rows_visited += 1;
+        match action {
+            SweepAction::RemoveValue => self.values_removed += 1,
+            SweepAction::RemoveTombstone => self.tombstones_removed += 1,
+            SweepAction::DropStaleIndex => self.stale_dropped += 1,
+            SweepAction::KeepCorrupt => self.corrupt_kept += 1,
+        }
+    }
+
+    fn add(&mut self, other: &SweepTotals) {
+        self.rows_visited += other.rows_visited;
+        self.values_removed += other.values_removed;
+        self.tombstones_removed += other.tombstones_removed;
+        self.stale_dropped += other.stale_dropped;
+        self.corrupt_kept += other.corrupt_kept;
+        self.chunks += other.chunks;
+    }
+}
+
+/// Result of one chunk transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkResult {
+    /// What the chunk did.
+    pub totals: SweepTotals,
+    /// The last index key visited, where the next chunk resumes (exclusive). `None` when the
+    /// chunk found no row at all.
+    pub last_index_key: Option<Vec<u8>>,
+}
+
+/// One bounded sweeper transaction, implemented by each B-tree backend.
+pub trait SweepChunk {
+    /// In **one** transaction: visit at most `limit` index rows with key `> resume_after` (or from
+    /// the start when `None`) and `< index_upper_bound(threshold)`; for each, read the data row,
+    /// call [`decide`], apply the action (remove data and/or index row, or keep both), and count it
+    /// with [`SweepTotals::count`]. Return the last index key visited.
+    fn sweep_chunk(
+        &self,
+        threshold: u64,
+        limit: usize,
+        resume_after: Option<&[u8]>,
+    ) -> Result<ChunkResult>;
+}
+
+/// Runs chunks until no covered index row remains below `threshold`.
+///
+/// Corrupt rows are kept, so the loop resumes after the last visited key rather than from the
+/// start; every chunk therefore makes progress and the sweep terminates.
+pub fn sweep<S: SweepChunk + ?Sized>(target: &S, threshold: u64, limit: usize) -> Result<SweepTotals> {
+    let limit = limit.max(1);
+    let mut totals = SweepTotals::default();
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let chunk = target.sweep_chunk(threshold, limit, cursor.as_deref())?;
+        totals.add(&chunk.totals);
+        let visited = chunk.totals.rows_visited;
+        match chunk.last_index_key {
+            Some(last) if visited as usize >= limit => cursor = Some(last),
+            _ => return Ok(totals),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    /// A toy two-map backend used to test the loop shape.
+    #[derive(Default)]
+    struct Toy {
+        data: RefCell<BTreeMap<Vec<u8>, Vec<u8>>>,
+        index: RefCell<BTreeMap<Vec<u8>, ()>>,
+        chunks: RefCell<u64>,
+    }
+
+    impl Toy {
+        fn put(&self, key: &[u8], offset: u64) {
+            self.data
+                .borrow_mut()
+                .insert(key.to_vec(), codec::encode_value(offset, b"v"));
+            self.index.borrow_mut().insert(index_key(offset, key), ());
+        }
+    }
+
+    impl SweepChunk for Toy {
+        fn sweep_chunk(&self, threshold: u64, limit: usize, resume_after: Option<&[u8]>) -> Result<ChunkResult> {
+            *self.chunks.borrow_mut() += 1;
+            let upper = index_upper_bound(threshold).to_vec();
+            let rows: Vec<Vec<u8>> = self
+                .index
+                .borrow()
+                .range(..upper)
+                .map(|(k, _)| k.clone())
+                .filter(|k| resume_after.is_none_or(|r| k.as_slice() > r))
+                .take(limit)
+                .collect();
+            let mut result = ChunkResult::default();
+            for row in rows {
+                let (offset, key) = parse_index_key(&row).unwrap();
+                let current = self.data.borrow().get(key).cloned();
+                let action = decide(offset, key, current.as_deref());
+                match action {
+                    SweepAction::RemoveValue | SweepAction::RemoveTombstone => {
+                        self.data.borrow_mut().remove(key);
+                        self.index.borrow_mut().remove(&row);
+                    }
+                    SweepAction::DropStaleIndex => {
+                        self.index.borrow_mut().remove(&row);
+                    }
+                    SweepAction::KeepCorrupt => {}
+                }
+                result.totals.count(action);
+                result.last_index_key = Some(row);
+            }
+            result.totals.chunks = 1;
+            Ok(result)
+        }
+    }
+
+    #[test]
+    fn sweeps_in_chunks_and_keeps_uncovered() {
+        let toy = Toy::default();
+        for i in 0..10u64 {
+            toy.put(format!("k{i}").as_bytes(), i);
+        }
+        toy.put(b"k0", 20); // k0@0 is now stale
+        toy.data.borrow_mut().insert(b"k3".to_vec(), vec![0xee]); // corrupt
+        let totals = sweep(&toy, 6, 2).unwrap();
+        assert_eq!(totals.rows_visited, 6);
+        assert_eq!(totals.stale_dropped, 1);
+        assert_eq!(totals.corrupt_kept, 1);
+        assert_eq!(totals.values_removed, 4);
+        assert_eq!(totals.chunks, 4);
+        assert!(toy.data.borrow().contains_key(b"k0".as_slice()));
+        assert!(toy.data.borrow().contains_key(b"k3".as_slice()));
+        assert!(toy.data.borrow().contains_key(b"k6".as_slice()));
+        assert!(!toy.data.borrow().contains_key(b"k5".as_slice()));
+    }
+
+    #[test]
+    fn index_key_round_trips_and_bounds() {
+        let k = index_key(5, b"abc");
+        assert_eq!(parse_index_key(&k), Some((5, b"abc".as_slice())));
+        assert!(k.as_slice() < index_upper_bound(6).as_slice());
+        assert!(k.as_slice() >= index_upper_bound(5).as_slice());
+        assert_eq!(parse_index_key(b"short"), None);
+    }
+}
