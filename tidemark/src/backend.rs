@@ -1,0 +1,183 @@
+//! Runtime choice among the backends compiled into this build.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use engine_api::{Engine, EngineOptions, Error, Result};
+
+/// A storage backend. Every variant exists in every build; opening one whose cargo feature is off
+/// is an [`Error::Unsupported`] naming the feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// The in-memory reference engine (always compiled; nothing persists).
+    Memory,
+    /// sled with the range-scan sweeper (feature `sled`).
+    Sled,
+    /// redb with the range-scan sweeper (feature `redb`).
+    Redb,
+    /// RocksDB with the tag-threshold compaction filter (feature `rocksdb`).
+    RocksDb,
+}
+
+impl Backend {
+    /// Every backend, compiled in or not.
+    pub const ALL: [Backend; 4] = [Backend::Memory, Backend::Sled, Backend::Redb, Backend::RocksDb];
+
+    /// The backend's name as used on the command line and in store markers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Sled => "sled",
+            Backend::Redb => "redb",
+            Backend::RocksDb => "rocksdb",
+        }
+    }
+
+    /// Whether this build includes the backend.
+    pub fn is_compiled(self) -> bool {
+        match self {
+            Backend::Memory => true,
+            Backend::Sled => cfg!(feature = "sled"),
+            Backend::Redb => cfg!(feature = "redb"),
+            Backend::RocksDb => cfg!(feature = "rocksdb"),
+        }
+    }
+
+    /// Whether the backend stores data on disk (and can be reopened).
+    pub fn is_persistent(self) -> bool {
+        self != Backend::Memory
+    }
+
+    /// The backends compiled into this build, in a stable order.
+    pub fn compiled() -> Vec<Backend> {
+        Self::ALL.into_iter().filter(|b| b.is_compiled()).collect()
+    }
+
+    /// Opens (or creates) a bucket of this backend at `path`.
+    ///
+    /// ```
+    /// use tidemark::{Backend, Engine, EngineOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let engine = Backend::compiled()[0].open(&dir.path().join("bucket-0"), EngineOptions::default())?;
+    /// engine.put(b"k", b"v", 0)?;
+    /// assert_eq!(engine.applied_end(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(self, path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
+        match self {
+            Backend::Memory => Ok(Box::new(engine_api::MemoryEngine::new(options))),
+            Backend::Sled => open_sled(path, options),
+            Backend::Redb => open_redb(path, options),
+            Backend::RocksDb => open_rocksdb(path, options),
+        }
+    }
+}
+
+fn not_compiled(backend: Backend) -> Error {
+    Error::Unsupported(format!(
+        "backend {} is not compiled in; enable the `{}` cargo feature of the tidemark crate",
+        backend.name(),
+        backend.name()
+    ))
+}
+
+#[cfg(feature = "sled")]
+fn open_sled(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
+    use engine_api::OpenEngine;
+    Ok(Box::new(backend_sled::SledEngine::open(path, options)?))
+}
+
+#[cfg(not(feature = "sled"))]
+fn open_sled(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
+    Err(not_compiled(Backend::Sled))
+}
+
+#[cfg(feature = "redb")]
+fn open_redb(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
+    use engine_api::OpenEngine;
+    Ok(Box::new(backend_redb::RedbEngine::open(path, options)?))
+}
+
+#[cfg(not(feature = "redb"))]
+fn open_redb(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
+    Err(not_compiled(Backend::Redb))
+}
+
+#[cfg(feature = "rocksdb")]
+fn open_rocksdb(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
+    use engine_api::OpenEngine;
+    Ok(Box::new(backend_rocksdb::RocksDbEngine::open(path, options)?))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn open_rocksdb(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
+    Err(not_compiled(Backend::RocksDb))
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown backend {s:?}; expected one of memory, sled, redb, rocksdb"
+                ))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for b in Backend::ALL {
+            assert_eq!(b.name().parse::<Backend>().unwrap(), b);
+        }
+        assert!("leveldb".parse::<Backend>().is_err());
+        assert!(Backend::compiled().contains(&Backend::Memory));
+    }
+
+    #[test]
+    fn every_compiled_backend_opens_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        for b in Backend::compiled().into_iter().filter(|b| b.is_persistent()) {
+            let path = dir.path().join(b.name());
+            {
+                let e = b.open(&path, EngineOptions::default()).unwrap();
+                e.put(b"k", b"v", 3).unwrap();
+                e.advance_watermark(2).unwrap();
+            }
+            let e = b.open(&path, EngineOptions::default()).unwrap();
+            assert_eq!(e.backend_name(), b.name());
+            assert_eq!((e.watermark(), e.applied_end()), (2, 4), "{b}");
+        }
+    }
+
+    #[test]
+    fn a_store_cannot_be_opened_by_another_backend() {
+        let persistent: Vec<_> = Backend::compiled().into_iter().filter(|b| b.is_persistent()).collect();
+        let dir = tempfile::tempdir().unwrap();
+        for (i, a) in persistent.iter().enumerate() {
+            let path = dir.path().join(a.name());
+            drop(a.open(&path, EngineOptions::default()).unwrap());
+            let other = persistent[(i + 1) % persistent.len()];
+            if other != *a {
+                let err = other.open(&path, EngineOptions::default()).err().unwrap();
+                assert!(matches!(err, Error::WrongBackend { .. }), "{other} on {a}: {err}");
+            }
+        }
+    }
+}
