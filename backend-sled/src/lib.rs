@@ -1,1 +1,21 @@
-//! Tidemark sled backend.
+//! # Tidemark sled backend
+//!
+//! [`SledEngine`] stores a bucket in a [sled](https://docs.rs/sled/0.34) database with three
+//! trees:
+//!
+//! - `data`: key → stored value in the shared value format ([`engine_api::codec`]);
+//! - `by_offset`: `offset BE ‖ key` → empty, the offset-ordered index the sweeper walks;
+//! - `meta`: watermark, applied end and format version.
+//!
+//! `apply` writes a batch, its index rows and the new applied end in one multi-tree sled
+//! transaction. `reclaim` runs the shared range-scan sweeper ([`engine_api::sweeper`]) in bounded
+//! chunks, so its cost is proportional to what is covered and writers are only ever blocked for
+//! one chunk. See the crate README for the trade-offs.
+
+mod chunk;
+mod engine;
+mod errors;
+mod meta;
+
+pub use engine::{DB_SUBDIR, SledEngine};
+pub use engine_api::sweeper::SweepTotals;
