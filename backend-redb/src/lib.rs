@@ -1,1 +1,17 @@
-//! Tidemark redb backend.
+//! # Tidemark redb backend
+//!
+//! [`RedbEngine`] keeps a bucket in one redb database file with three tables:
+//!
+//! * `data`: key → tagged value (the `engine_api::codec` format, byte for byte);
+//! * `by_offset`: `offset BE ‖ key` → `()`, written in the same transaction as the data row;
+//! * `meta`: watermark, applied end and format version.
+//!
+//! Reclamation is the shared range-scan sweeper of `engine_api::sweeper`; this crate only
+//! supplies the chunk transaction. See the crate README for the trade-offs.
+
+mod engine;
+mod error;
+mod sweep;
+mod tables;
+
+pub use engine::{CACHE_BYTES, DB_FILE, RedbDiskStats, RedbEngine};

@@ -1,0 +1,86 @@
+//! redb's implementation of the shared sweeper chunk: one write transaction per bounded chunk.
+//!
+//! The loop itself (`engine_api::sweeper::sweep`) is shared with sled; this module only knows how
+//! to run one chunk inside a redb write transaction.
+
+use std::ops::Bound;
+
+use engine_api::Result;
+use engine_api::sweeper::{
+    ChunkResult, SweepAction, SweepChunk, decide, index_upper_bound, parse_index_key,
+};
+use redb::{Database, Durability, ReadableTable};
+
+use crate::error::RedbResultExt;
+use crate::tables::{BY_OFFSET, DATA};
+
+/// Runs sweeper chunks against one database.
+pub(crate) struct RedbChunker<'a> {
+    pub(crate) db: &'a Database,
+}
+
+impl SweepChunk for RedbChunker<'_> {
+    fn sweep_chunk(
+        &self,
+        threshold: u64,
+        limit: usize,
+        resume_after: Option<&[u8]>,
+    ) -> Result<ChunkResult> {
+        let upper = index_upper_bound(threshold);
+        let mut txn = self.db.begin_write().redb()?;
+        // Chunks commit without an fsync each; `RedbEngine::reclaim` ends the sweep with one
+        // durable commit. A crash in between only loses removals, which the next sweep redoes.
+        txn.set_durability(Durability::None).redb()?;
+        let mut result = ChunkResult::default();
+        {
+            let mut index = txn.open_table(BY_OFFSET).redb()?;
+            let mut data = txn.open_table(DATA).redb()?;
+            let lower = match resume_after {
+                Some(after) => Bound::Excluded(after),
+                None => Bound::Unbounded,
+            };
+            // Collect the chunk's index keys first: the range borrows the table, and the rows are
+            // removed below. `limit` bounds this buffer.
+            let rows = index
+                .range::<&[u8]>((lower, Bound::Excluded(upper.as_slice())))
+                .redb()?
+                .take(limit)
+                .map(|row| row.map(|(k, _)| k.value().to_vec()))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .redb()?;
+            for row in rows {
+                let action = match parse_index_key(&row) {
+                    Some((offset, key)) => {
+                        let action = {
+                            let current = data.get(key).redb()?;
+                            decide(offset, key, current.as_ref().map(|g| g.value()))
+                        };
+                        if matches!(
+                            action,
+                            SweepAction::RemoveValue | SweepAction::RemoveTombstone
+                        ) {
+                            data.remove(key).redb()?;
+                        }
+                        action
+                    }
+                    // An index key shorter than the 8-byte tag names no data row: it is garbage
+                    // in the index only, so dropping it loses nothing.
+                    None => SweepAction::DropStaleIndex,
+                };
+                if action != SweepAction::KeepCorrupt {
+                    index.remove(row.as_slice()).redb()?;
+                }
+                result.totals.count(action);
+                result.last_index_key = Some(row);
+            }
+        }
+        if result.totals.rows_visited == 0 {
+            // Nothing below the threshold: skip the commit entirely.
+            txn.abort().redb()?;
+            return Ok(result);
+        }
+        txn.commit().redb()?;
+        result.totals.chunks = 1;
+        Ok(result)
+    }
+}
