@@ -34,5 +34,10 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// Stores `stored` verbatim under `key`, bypassing the codec, so the suite can check that
     /// reclamation keeps and counts what it cannot decode. Only called when
     /// [`Capabilities::raw_injection`] is true.
+    ///
+    /// The entry must be *reachable by reclamation* once any threshold above 0 is in force: a
+    /// backend whose sweeper walks an offset index also writes an index row for it (offset 0
+    /// when `stored` has no readable tag), so `reclaim` meets the entry, keeps it and counts it
+    /// in `corrupt_kept`.
     fn inject_raw(&self, engine: &Self::Engine, key: &[u8], stored: &[u8]) -> Result<()>;
 }

@@ -1,1 +1,5 @@
-//! memory conformance
+//! memory conformance: the whole suite on the reference engine.
+
+mod memory {
+    conformance::engine_cases!(conformance::factories::MemoryFactory);
+}

@@ -1,0 +1,102 @@
+//! Capability requirements of cases, and the visible (never `#[ignore]`d) skip report.
+
+use std::io::Write;
+
+use crate::factory::{Capabilities, EngineFactory};
+
+/// A capability a case needs beyond the core contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// The backend persists and can be reopened ([`Capabilities::reopen`]).
+    Reopen,
+    /// `stats().live_entries` is exact ([`Capabilities::exact_live_entries`]).
+    ExactLiveEntries,
+    /// Arbitrary bytes can be stored ([`Capabilities::raw_injection`]).
+    RawInjection,
+}
+
+impl Need {
+    /// Whether `caps` provides this capability.
+    pub fn met_by(self, caps: Capabilities) -> bool {
+        match self {
+            Need::Reopen => caps.reopen,
+            Need::ExactLiveEntries => caps.exact_live_entries,
+            Need::RawInjection => caps.raw_injection,
+        }
+    }
+
+    /// Why a case needing this is skipped.
+    pub fn missing(self) -> &'static str {
+        match self {
+            Need::Reopen => "backend cannot reopen",
+            Need::ExactLiveEntries => "backend does not count live entries exactly",
+            Need::RawInjection => "backend cannot store raw (corrupt) bytes",
+        }
+    }
+}
+
+/// One entry of the documented case list.
+#[derive(Debug, Clone, Copy)]
+pub struct CaseInfo {
+    /// Case (and test function) name.
+    pub name: &'static str,
+    /// Capabilities it needs; it is skipped when one is missing.
+    pub needs: &'static [Need],
+    /// What it checks.
+    pub doc: &'static str,
+}
+
+impl CaseInfo {
+    /// The first need `caps` does not meet.
+    pub fn unmet(&self, caps: Capabilities) -> Option<Need> {
+        self.needs.iter().copied().find(|n| !n.met_by(caps))
+    }
+}
+
+/// Writes a line straight to the process's stderr. libtest captures `print!`/`eprint!` of
+/// passing tests but not direct writes to the stderr handle, so skips are always visible.
+pub fn notice(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+}
+
+/// Runs `case` unless the backend lacks one of `needs`, in which case it reports
+/// `SKIPPED <backend>::<case>: <reason>` on stderr and returns (the test passes).
+pub fn run_case<F: EngineFactory>(factory: F, name: &str, needs: &[Need], case: fn(F)) {
+    let caps = factory.capabilities();
+    if let Some(need) = needs.iter().copied().find(|n| !n.met_by(caps)) {
+        notice(&format!("SKIPPED {}::{name}: {}", F::NAME, need.missing()));
+        return;
+    }
+    case(factory);
+}
+
+/// Prints how many cases the backend skips and why (the `capability_report` test), and returns
+/// the skipped case names.
+pub fn report_capabilities<F: EngineFactory>(factory: &F) -> Vec<&'static str> {
+    let caps = factory.capabilities();
+    let skipped: Vec<(&'static str, Need)> = crate::CASES
+        .iter()
+        .filter_map(|c| c.unmet(caps).map(|n| (c.name, n)))
+        .collect();
+    notice(&format!(
+        "CAPABILITIES {}: {:?}; {} of {} cases skipped{}",
+        F::NAME,
+        caps,
+        skipped.len(),
+        crate::CASES.len(),
+        if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ": {}",
+                skipped
+                    .iter()
+                    .map(|(name, need)| format!("{name} ({})", need.missing()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    ));
+    skipped.into_iter().map(|(name, _)| name).collect()
+}
