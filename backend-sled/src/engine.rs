@@ -18,6 +18,7 @@ use sled::transaction::{ConflictableTransactionResult, Transactional};
 use crate::chunk::Chunker;
 use crate::errors::{BACKEND, NoAbort, sled_error, tx_error};
 use crate::meta;
+use crate::registry::{self, OpenStore};
 
 /// Subdirectory of the bucket directory that holds sled's own files (the bucket directory itself
 /// holds the Tidemark marker beside it).
@@ -48,6 +49,8 @@ pub struct SledEngine {
     watermark: AtomicU64,
     applied_end: AtomicU64,
     counters: Counters,
+    /// Declared last so it drops after every sled handle above (fields drop in order).
+    _open_store: OpenStore,
 }
 
 impl fmt::Debug for SledEngine {
@@ -85,19 +88,28 @@ impl SledEngine {
 
     /// Stores `stored` verbatim under `key`, bypassing the codec. **For corruption tests only.**
     ///
-    /// An index row is written too, so the sweeper meets the entry the way it would meet a row that
-    /// rotted on disk after being indexed: at the tag's offset when the bytes still carry a
-    /// readable one, otherwise at offset 0 (below every non-zero threshold).
+    /// Index rows model how the sweeper would meet such an entry in real life:
+    /// - bytes that decode get an index row at their tag, like any write;
+    /// - undecodable bytes over an existing entry model a row that rotted on disk after it was
+    ///   indexed: the existing index row (at the old tag) is left to meet it, and none is added;
+    /// - undecodable bytes under a new key get an index row at offset 0, below every non-zero
+    ///   threshold.
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let _writer = self.lock(&self.writer)?;
-        let offset = codec::peek_tag(stored).unwrap_or(0);
-        let index_row = index_key(offset, key);
+        let tag = codec::decode(key, stored).ok().map(|d| d.offset());
         (&self.data, &self.by_offset)
             .transaction(
                 |(data, index)| -> ConflictableTransactionResult<(), NoAbort> {
-                    data.insert(key, stored)?;
-                    index.insert(index_row.as_slice(), &[][..])?;
+                    let previous = data.insert(key, stored)?;
+                    let index_at = match (tag, previous) {
+                        (Some(offset), _) => Some(offset),
+                        (None, Some(_)) => None,
+                        (None, None) => Some(0),
+                    };
+                    if let Some(offset) = index_at {
+                        index.insert(index_key(offset, key), &[][..])?;
+                    }
                     Ok(())
                 },
             )
@@ -140,11 +152,11 @@ impl OpenEngine for SledEngine {
         // The marker first: a directory of another backend (or a newer build) is refused before
         // sled creates anything in it.
         layout::claim_directory(path, BACKEND)?;
-        let db = sled::Config::new()
-            .path(path.join(DB_SUBDIR))
-            .cache_capacity(CACHE_CAPACITY_BYTES)
-            .open()
-            .map_err(sled_error)?;
+        let db_dir = path.join(DB_SUBDIR);
+        let config = sled::Config::new()
+            .path(&db_dir)
+            .cache_capacity(CACHE_CAPACITY_BYTES);
+        let (db, open_store) = registry::open(path, &db_dir, &config)?;
         let tree = |name: &str| db.open_tree(name).map_err(sled_error);
         let data = tree("data")?;
         let by_offset = tree("by_offset")?;
@@ -165,6 +177,7 @@ impl OpenEngine for SledEngine {
             watermark: AtomicU64::new(restored.watermark),
             applied_end: AtomicU64::new(restored.applied_end),
             counters: Counters::default(),
+            _open_store: open_store,
         })
     }
 }

@@ -16,6 +16,7 @@ mod chunk;
 mod engine;
 mod errors;
 mod meta;
+mod registry;
 
 pub use engine::{DB_SUBDIR, SledEngine};
 pub use engine_api::sweeper::SweepTotals;

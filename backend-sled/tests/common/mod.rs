@@ -1,0 +1,27 @@
+//! Helpers shared by the sled backend's test files.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use backend_sled::SledEngine;
+use engine_api::{EngineOptions, OpenEngine, WriteBatch};
+
+/// Opens with fast (unsynced) writes; durability is tested separately through reopen.
+pub fn open_fast(dir: &Path) -> SledEngine {
+    SledEngine::open(dir, EngineOptions::default().with_sync_writes(false)).unwrap()
+}
+
+/// A batch of puts `key{i}` at offsets `first..first + count`.
+pub fn puts(first: u64, count: u64) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for i in 0..count {
+        let offset = first + i;
+        batch.put(key(offset), format!("v{offset}"), offset);
+    }
+    batch
+}
+
+/// The key written at `offset` by [`puts`].
+pub fn key(offset: u64) -> Vec<u8> {
+    format!("key{offset:08}").into_bytes()
+}

@@ -1,0 +1,197 @@
+//! Reopen, meta validation and directory ownership.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::fs;
+
+use backend_sled::{DB_SUBDIR, SledEngine};
+use common::{key, open_fast, puts};
+use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine, layout};
+
+#[test]
+fn reopen_restores_data_watermark_and_applied_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket");
+    {
+        let engine = SledEngine::open(&dir, EngineOptions::default()).unwrap();
+        engine.apply(&puts(0, 10)).unwrap();
+        engine.delete(&key(3), 10).unwrap();
+        assert!(engine.advance_watermark(6).unwrap().moved);
+    }
+    let engine = SledEngine::open(&dir, EngineOptions::default()).unwrap();
+    assert_eq!(engine.watermark(), 6);
+    assert_eq!(engine.applied_end(), 11);
+    assert_eq!(
+        engine.lookup(&key(9)).unwrap(),
+        LocalLookup::Value {
+            offset: 9,
+            bytes: b"v9".to_vec()
+        }
+    );
+    assert_eq!(
+        engine.lookup(&key(3)).unwrap(),
+        LocalLookup::Tombstone { offset: 10 }
+    );
+    // The restored applied end makes WAL replay idempotent.
+    let replay = engine.apply(&puts(0, 11)).unwrap();
+    assert_eq!(
+        (replay.covered, replay.already_applied, replay.applied),
+        (6, 5, 0)
+    );
+    // The restored index still drives reclamation: offsets 0..6 minus the overwritten key3@3.
+    let report = engine.reclaim().unwrap();
+    assert_eq!(report.values_removed, 5);
+    assert_eq!(engine.last_sweep().unwrap().stale_dropped, 1);
+    assert_eq!(
+        engine.lookup(&key(3)).unwrap(),
+        LocalLookup::Tombstone { offset: 10 }
+    );
+    assert_eq!(engine.lookup(&key(0)).unwrap(), LocalLookup::Miss);
+}
+
+#[test]
+fn unsynced_writes_survive_a_clean_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let engine = open_fast(tmp.path());
+        engine.apply(&puts(0, 100)).unwrap();
+    }
+    let engine = open_fast(tmp.path());
+    assert_eq!(engine.applied_end(), 100);
+    assert_eq!(engine.stats().unwrap().live_entries, 100);
+}
+
+#[test]
+fn adopted_lake_watermark_is_durable() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let engine = open_fast(tmp.path());
+        engine.apply(&puts(0, 3)).unwrap();
+        assert_eq!(engine.adopt_lake_watermark(50).unwrap().current, 50);
+    }
+    let engine = open_fast(tmp.path());
+    assert_eq!((engine.watermark(), engine.applied_end()), (50, 3));
+}
+
+#[test]
+fn another_backends_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    layout::claim_directory(tmp.path(), "redb").unwrap();
+    fs::write(tmp.path().join("bucket.redb"), b"not sled").unwrap();
+    let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongBackend { found, expected: "sled", .. } if found == "redb"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("redb store"), "{err}");
+    assert!(
+        !tmp.path().join(DB_SUBDIR).exists(),
+        "sled created files in a redb directory"
+    );
+}
+
+#[test]
+fn unmarked_foreign_files_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("CURRENT"), b"MANIFEST-000001").unwrap();
+    let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::ForeignDirectory { .. }), "{err}");
+    assert!(err.to_string().contains("CURRENT"), "{err}");
+}
+
+#[test]
+fn newer_format_in_the_marker_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(
+        tmp.path().join(layout::MARKER_FILE),
+        "backend=sled\nformat=2\n",
+    )
+    .unwrap();
+    let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFormat { found: 2, .. }),
+        "{err}"
+    );
+}
+
+/// Rewrites one `meta` entry with sled directly, bypassing the engine.
+fn poke_meta(dir: &std::path::Path, key: &[u8], value: &[u8]) {
+    // The engine just closed: its background threads may hold sled's lock a moment longer.
+    let mut attempts = 0;
+    let db = loop {
+        match sled::open(dir.join(DB_SUBDIR)) {
+            Ok(db) => break db,
+            Err(e) if attempts < 1000 => {
+                attempts += 1;
+                eprintln!("retrying sled open: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    db.open_tree("meta").unwrap().insert(key, value).unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn newer_format_in_meta_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(open_fast(tmp.path()));
+    poke_meta(tmp.path(), b"format_version", &7u32.to_be_bytes());
+    let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsupportedFormat {
+                found: 7,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn unparsable_meta_is_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(open_fast(tmp.path()));
+    poke_meta(tmp.path(), b"watermark", b"\x01\x02");
+    let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
+    match err {
+        Error::Corrupt { key, reason } => {
+            assert_eq!(key, b"watermark");
+            assert!(reason.contains("2 bytes"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
+}
+
+#[test]
+fn a_second_open_of_a_live_store_is_a_backend_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _first = open_fast(tmp.path());
+    let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Backend {
+                backend: "sled",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn rapid_close_and_reopen_cycles() {
+    let tmp = tempfile::tempdir().unwrap();
+    for cycle in 0..20u64 {
+        let engine = open_fast(tmp.path());
+        assert_eq!(engine.applied_end(), cycle * 50);
+        engine.apply(&puts(cycle * 50, 50)).unwrap();
+    }
+    assert_eq!(open_fast(tmp.path()).stats().unwrap().live_entries, 1000);
+}

@@ -1,0 +1,143 @@
+//! The range-scan sweeper on sled: proportional work, chunking, stale rows, corrupt values.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use backend_sled::SledEngine;
+use common::{key, open_fast, puts};
+use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch, codec};
+
+#[test]
+fn sweeper_work_follows_the_covered_range_not_the_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_fast(tmp.path());
+    const TABLE: u64 = 20_000;
+    const COVERED: u64 = 100;
+    for first in (0..TABLE).step_by(5_000) {
+        engine.apply(&puts(first, 5_000)).unwrap();
+    }
+    engine.advance_watermark(COVERED).unwrap();
+    assert_eq!(engine.stats().unwrap().covered_estimate, COVERED);
+
+    let report = engine.reclaim().unwrap();
+    let sweep = engine.last_sweep().unwrap();
+    println!("table {TABLE} rows, covered {COVERED}: sweep {sweep:?}");
+    assert_eq!(
+        sweep.rows_visited, COVERED,
+        "visited rows beyond the covered range"
+    );
+    assert_eq!(report.values_removed, COVERED);
+    assert_eq!(sweep.chunks, 1);
+
+    let stats = engine.stats().unwrap();
+    assert_eq!(stats.live_entries, TABLE - COVERED);
+    assert_eq!(stats.covered_estimate, 0);
+    assert_eq!(engine.lookup(&key(COVERED - 1)).unwrap(), LocalLookup::Miss);
+    assert!(
+        matches!(engine.lookup(&key(COVERED)).unwrap(), LocalLookup::Value { offset, .. } if offset == COVERED)
+    );
+
+    // A second reclaim with nothing new covered visits nothing at all.
+    engine.reclaim().unwrap();
+    assert_eq!(engine.last_sweep().unwrap().rows_visited, 0);
+}
+
+#[test]
+fn small_chunks_reclaim_everything_covered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = EngineOptions::default()
+        .with_sync_writes(false)
+        .with_sweep_chunk_rows(7);
+    let engine = SledEngine::open(tmp.path(), options).unwrap();
+    engine.apply(&puts(0, 100)).unwrap();
+    engine.advance_watermark(50).unwrap();
+    let report = engine.reclaim().unwrap();
+    let sweep = engine.last_sweep().unwrap();
+    assert_eq!(report.values_removed, 50);
+    assert_eq!(sweep.rows_visited, 50);
+    // 50 rows in chunks of 7: seven full chunks and one of one row.
+    assert_eq!(sweep.chunks, 8);
+    assert_eq!(engine.stats().unwrap().live_entries, 50);
+}
+
+#[test]
+fn overwritten_keys_keep_their_newer_version_and_stale_rows_are_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_fast(tmp.path());
+    let mut batch = WriteBatch::new();
+    batch.put("a", "a0", 0).put("b", "b1", 1).put("c", "c2", 2);
+    batch
+        .put("a", "a3", 3)
+        .delete("b", 4)
+        .put("c", "c5", 5)
+        .delete("d", 6);
+    engine.apply(&batch).unwrap();
+    // Every index row so far, including the three stale ones.
+    assert_eq!(engine.stats().unwrap().covered_estimate, 0);
+    engine.advance_watermark(5).unwrap();
+    assert_eq!(engine.stats().unwrap().covered_estimate, 5);
+
+    let report = engine.reclaim().unwrap();
+    let sweep = engine.last_sweep().unwrap();
+    assert_eq!((report.values_removed, report.tombstones_removed), (1, 1));
+    assert_eq!(sweep.stale_dropped, 3);
+    assert_eq!(sweep.rows_visited, 5);
+    assert_eq!(engine.lookup(b"a").unwrap(), LocalLookup::Miss);
+    assert_eq!(engine.lookup(b"b").unwrap(), LocalLookup::Miss);
+    assert_eq!(
+        engine.lookup(b"c").unwrap(),
+        LocalLookup::Value {
+            offset: 5,
+            bytes: b"c5".to_vec()
+        }
+    );
+    assert_eq!(
+        engine.lookup(b"d").unwrap(),
+        LocalLookup::Tombstone { offset: 6 }
+    );
+    assert_eq!(engine.stats().unwrap().covered_estimate, 0);
+}
+
+#[test]
+fn retention_distance_keeps_a_margin_below_the_watermark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = EngineOptions::default()
+        .with_sync_writes(false)
+        .with_retention_distance(4);
+    let engine = SledEngine::open(tmp.path(), options).unwrap();
+    engine.apply(&puts(0, 10)).unwrap();
+    engine.advance_watermark(10).unwrap();
+    let report = engine.reclaim().unwrap();
+    assert_eq!((report.threshold, report.values_removed), (6, 6));
+    assert!(engine.lookup(&key(6)).unwrap().offset().is_some());
+    assert_eq!(engine.lookup(&key(5)).unwrap(), LocalLookup::Miss);
+}
+
+#[test]
+fn corrupt_values_are_kept_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_fast(tmp.path());
+    engine.apply(&puts(0, 4)).unwrap();
+    // Rotted in place after being indexed at 1 (the kind byte is gone)...
+    let mut rotted = codec::encode_value(1, b"v1");
+    rotted[0] = 0x7f;
+    engine.insert_raw(&key(1), &rotted).unwrap();
+    // ...and a new key with nothing readable at all (indexed at 0).
+    engine.insert_raw(b"garbage", b"\xff").unwrap();
+    assert!(matches!(
+        engine.lookup(b"garbage"),
+        Err(engine_api::Error::Corrupt { .. })
+    ));
+
+    engine.advance_watermark(4).unwrap();
+    let report = engine.reclaim().unwrap();
+    assert_eq!(report.corrupt_kept, 2);
+    assert_eq!(report.values_removed, 3);
+    assert_eq!(engine.stats().unwrap().live_entries, 2);
+    assert_eq!(engine.stats().unwrap().counters.corrupt_kept, 2);
+    // Kept rows stay indexed, so every later sweep meets (and counts) them again.
+    assert_eq!(engine.reclaim().unwrap().corrupt_kept, 2);
+    assert_eq!(engine.stats().unwrap().counters.corrupt_kept, 4);
+    assert_eq!(engine.stats().unwrap().counters.reclaim_runs, 2);
+    assert!(engine.lookup(&key(1)).is_err());
+}
