@@ -1,6 +1,9 @@
 //! Backend-specific behaviour of the redb engine: persistence, corruption handling, directory
 //! checks and stats. The shared contract is covered by the conformance suite.
 
+// Test code may unwrap.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::Path;
 
 use backend_redb::{DB_FILE, RedbEngine};
