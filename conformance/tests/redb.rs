@@ -1,1 +1,5 @@
-//! redb conformance
+//! redb conformance: the whole suite on the redb backend.
+
+mod redb {
+    conformance::engine_cases!(conformance::factories::RedbFactory);
+}
