@@ -88,12 +88,10 @@ impl SledEngine {
 
     /// Stores `stored` verbatim under `key`, bypassing the codec. **For corruption tests only.**
     ///
-    /// Index rows model how the sweeper would meet such an entry in real life:
-    /// - bytes that decode get an index row at their tag, like any write;
-    /// - undecodable bytes over an existing entry model a row that rotted on disk after it was
-    ///   indexed: the existing index row (at the old tag) is left to meet it, and none is added;
-    /// - undecodable bytes under a new key get an index row at offset 0, below every non-zero
-    ///   threshold.
+    /// The entry is indexed so that reclamation meets it exactly once per sweep: bytes that decode
+    /// are indexed at their tag, like any write; undecodable bytes are indexed at offset 0 (below
+    /// every non-zero threshold), and the index row of the entry they replace is moved there
+    /// rather than left behind to meet the same entry a second time.
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let _writer = self.lock(&self.writer)?;
@@ -102,14 +100,12 @@ impl SledEngine {
             .transaction(
                 |(data, index)| -> ConflictableTransactionResult<(), NoAbort> {
                     let previous = data.insert(key, stored)?;
-                    let index_at = match (tag, previous) {
-                        (Some(offset), _) => Some(offset),
-                        (None, Some(_)) => None,
-                        (None, None) => Some(0),
-                    };
-                    if let Some(offset) = index_at {
-                        index.insert(index_key(offset, key), &[][..])?;
+                    if tag.is_none()
+                        && let Some(old) = previous.as_deref().and_then(codec::peek_tag)
+                    {
+                        index.remove(index_key(old, key))?;
                     }
+                    index.insert(index_key(tag.unwrap_or(0), key), &[][..])?;
                     Ok(())
                 },
             )

@@ -118,11 +118,11 @@ fn corrupt_values_are_kept_and_counted() {
     let tmp = tempfile::tempdir().unwrap();
     let engine = open_fast(tmp.path());
     engine.apply(&puts(0, 4)).unwrap();
-    // Rotted in place after being indexed at 1 (the kind byte is gone)...
+    // An indexed entry that rotted in place (the kind byte is gone)...
     let mut rotted = codec::encode_value(1, b"v1");
     rotted[0] = 0x7f;
     engine.insert_raw(&key(1), &rotted).unwrap();
-    // ...and a new key with nothing readable at all (indexed at 0).
+    // ...and a new key with nothing readable at all. Both are indexed at 0, each once.
     engine.insert_raw(b"garbage", b"\xff").unwrap();
     assert!(matches!(
         engine.lookup(b"garbage"),
