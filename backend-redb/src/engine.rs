@@ -67,7 +67,9 @@ pub struct RedbEngine {
     /// must not change before its transaction commits.
     writer: Mutex<()>,
     /// Serialises `reclaim` calls so that `last_sweep` describes one whole sweep.
-    reclaimer: Mutex<Option<SweepTotals>>,
+    reclaimer: Mutex<()>,
+    /// What the most recent sweep did (see [`RedbEngine::last_sweep`]).
+    last_sweep: Mutex<Option<SweepTotals>>,
     watermark: AtomicU64,
     applied_end: AtomicU64,
     counters: Counters,
@@ -97,7 +99,7 @@ impl RedbEngine {
     /// What the most recent `reclaim` did, row by row (`None` before the first one). Tests use
     /// `rows_visited` to show that a sweep's work is proportional to what is covered.
     pub fn last_sweep(&self) -> Option<SweepTotals> {
-        self.reclaimer.lock().ok().and_then(|g| *g)
+        self.last_sweep.lock().ok().and_then(|g| *g)
     }
 
     /// redb's own storage figures, including fragmented bytes (free pages awaiting reuse).
@@ -254,7 +256,8 @@ impl OpenEngine for RedbEngine {
             file,
             options,
             writer: Mutex::new(()),
-            reclaimer: Mutex::new(None),
+            reclaimer: Mutex::new(()),
+            last_sweep: Mutex::new(None),
             watermark: AtomicU64::new(restored.watermark),
             applied_end: AtomicU64::new(restored.applied_end),
             counters: Counters::default(),
@@ -342,7 +345,7 @@ impl Engine for RedbEngine {
 
     fn reclaim(&self) -> Result<ReclaimReport> {
         let started = Instant::now();
-        let mut last_sweep = self.reclaimer.lock().map_err(|_| Error::Closed)?;
+        let _reclaimer = self.reclaimer.lock().map_err(|_| Error::Closed)?;
         // The threshold is fixed when the call starts; entries covered later wait for the next
         // reclaim. Writers are not held off: each chunk is its own short transaction.
         let threshold = reclaim_threshold(self.watermark(), self.options.retention_distance);
@@ -362,7 +365,9 @@ impl Engine for RedbEngine {
             bytes_after: self.file_bytes()?,
             duration: started.elapsed(),
         };
-        *last_sweep = Some(totals);
+        if let Ok(mut last) = self.last_sweep.lock() {
+            *last = Some(totals);
+        }
         self.counters.record_reclaim(&report);
         tracing::debug!(
             file = %self.file.display(),
