@@ -1,6 +1,7 @@
 //! A fresh engine in its own temporary directory, with a `reopen` that closes and reopens it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use engine_api::{Engine, EngineOptions};
 use tempfile::TempDir;
@@ -10,7 +11,7 @@ use crate::factory::{Capabilities, EngineFactory};
 /// One engine under test: a temporary directory, the factory that opened it and the options it
 /// was opened with, so that [`Harness::reopen`] opens the very same store again.
 pub struct Harness<F: EngineFactory> {
-    factory: F,
+    factory: Arc<F>,
     options: EngineOptions,
     path: PathBuf,
     engine: Option<F::Engine>,
@@ -27,6 +28,12 @@ impl<F: EngineFactory> Harness<F> {
     /// Opens a fresh engine with `options`. The store lives in a directory that does not exist
     /// yet (`<tmp>/bucket`), so every case also exercises "a missing directory is created".
     pub fn with_options(factory: F, options: EngineOptions) -> Self {
+        Self::shared(Arc::new(factory), options)
+    }
+
+    /// Opens a fresh engine with `options` from a shared factory (for cases that open many
+    /// stores, such as the property test).
+    pub fn shared(factory: Arc<F>, options: EngineOptions) -> Self {
         let tmp = tempfile::Builder::new()
             .prefix(&format!("tidemark-conf-{}-", F::NAME))
             .tempdir()
@@ -72,6 +79,15 @@ impl<F: EngineFactory> Harness<F> {
     /// The temporary directory holding the store (for sibling stores).
     pub fn scratch(&self) -> &Path {
         self._tmp.path()
+    }
+
+    /// Opens another, independent engine of the same backend in `<tmp>/<name>` with `options`.
+    /// It lives as long as the caller keeps it (drop it before the harness).
+    pub fn open_sibling(&self, name: &str, options: EngineOptions) -> F::Engine {
+        let path = self.scratch().join(name);
+        self.factory
+            .open(&path, options)
+            .unwrap_or_else(|e| panic!("{}: open {}: {e}", F::NAME, path.display()))
     }
 
     /// Drops the engine (closing it) and opens the same directory with the same options.

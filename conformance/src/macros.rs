@@ -23,8 +23,49 @@ macro_rules! for_each_case {
             tombstone_distinct_from_miss [] "a delete stores a tagged tombstone, distinct from a miss, even for a never-written key",
             fresh_engine_is_empty [] "a new engine has W = 0, applied end 0, no entries, zero counters",
             flush_succeeds [] "flush succeeds on an empty and a written engine and changes nothing",
+            // batches
+            batch_applies_every_record [] "every record of a batch is applied; outcome and applied end say so",
+            batch_same_key_last_wins [] "the same key twice in a batch: the last record wins",
+            batch_offsets_with_gaps [] "offsets may skip; the applied end follows the highest; a gap offset is already applied",
+            empty_batch_is_noop [] "an empty batch writes nothing and reports the unchanged applied end",
+            // skipped records
+            already_applied_skipped_and_counted [] "records below the applied end are skipped, counted and not written",
+            covered_skipped_and_counted [] "records below W are skipped and counted as covered (before already-applied)",
+            wal_replay_is_idempotent [] "replaying the whole WAL, before and after a reclaim, changes nothing",
+            // watermark
+            watermark_advances_and_reports [] "advance_watermark reports previous / requested / current / moved",
+            watermark_repeat_and_stale_are_noops [] "repeated and stale watermark requests change nothing and say so",
+            watermark_clamped_to_applied_end [] "W becomes min(w, applied end); an empty engine stays at 0",
+            advance_does_not_reclaim [] "advancing W does not reclaim: covered entries stay readable until reclaim",
+            adopt_lake_watermark_unclamped [] "adopt_lake_watermark raises W past the applied end, monotonic; later records below it are covered",
+            // reclaim
+            reclaim_removes_exactly_covered [] "reclaim removes exactly the covered values and tombstones and nothing else",
+            reclaim_is_incremental [] "a later reclaim removes only what became covered since",
+            reclaim_with_zero_watermark_removes_nothing [] "with W = 0 reclaim removes nothing",
+            retention_distance_keeps_margin [] "retention distance D: reclaim removes offset < W - D (saturating)",
+            rewritten_key_survives_reclaim [] "a key rewritten above W survives the reclaim of its old version",
+            older_version_never_reappears [] "after the newest version of a key is reclaimed, no older version reappears",
+            // stats
+            stats_counters_match_operations [] "stats and counters match exactly what happened",
+            live_entries_exact [ExactLiveEntries] "live_entries counts values and tombstones exactly",
+            reclaim_report_consistent [] "reclaim report: threshold, counts, sane byte fields, counters agree",
+            // corruption
+            corrupt_value_lookup_names_key [RawInjection] "lookup of an undecodable value is Error::Corrupt naming the key",
+            reclaim_keeps_and_counts_corrupt [RawInjection] "reclaim keeps and counts undecodable values",
+            // input limits
+            invalid_input_rejected_nothing_written [] "empty key, key > 64 KiB, value > 64 MiB, offsets backwards, offset u64::MAX: InvalidInput, nothing written",
+            lookup_rejects_invalid_keys [] "lookup with an empty or oversized key is InvalidInput",
+            largest_offset_accepted [] "offset u64::MAX - 1 works end to end (applied end and W of u64::MAX)",
             // persistence
             reopen_restores_data [Reopen] "reopen restores values, tombstones, misses, W and the applied end",
+            watermark_durable_across_reopen [Reopen] "W (advanced or adopted) and the applied end survive reopen on their own",
+            replay_after_reopen_is_idempotent [Reopen] "after reopen, replaying the WAL is idempotent",
+            reclaim_after_reopen [Reopen] "reclaim after reopen removes exactly the covered entries; they stay gone",
+            missing_directory_created [Reopen] "a missing directory (and its parents) is created",
+            foreign_directory_rejected [Reopen] "another backend's, a newer format's or foreign files' directory is a clear error",
+            // concurrency and the model
+            concurrent_apply_reclaim_lookup [] "writer, watermark-advancing reclaimer and readers at once: nothing uncovered lost, no older version seen",
+            model_based [] "proptest: random apply / advance / adopt / reclaim / reopen / lookup sequences match MemoryEngine step by step",
         }
     };
 }

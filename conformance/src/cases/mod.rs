@@ -2,9 +2,27 @@
 //! panics (via assertions) when the backend breaks the contract. They are listed, with the
 //! capabilities they need, in [`for_each_case!`](crate::for_each_case).
 
+mod apply;
 mod basic;
+mod batch;
+mod concurrent;
+mod corrupt;
+mod input;
+pub mod model;
 mod persistence;
+mod reclaim;
+mod stats;
 pub mod util;
+mod watermark;
 
+pub use apply::*;
 pub use basic::*;
+pub use batch::*;
+pub use concurrent::*;
+pub use corrupt::*;
+pub use input::*;
+pub use model::model_based;
 pub use persistence::*;
+pub use reclaim::*;
+pub use stats::*;
+pub use watermark::*;

@@ -1,6 +1,6 @@
 //! Reopening: data, watermark and applied end survive; reclaim works after reopen; directories.
 
-use engine_api::{Engine, LocalLookup, Record};
+use engine_api::{Engine, Error, LocalLookup, Record};
 
 use super::util::{assert_lookup, batch, tombstone, value};
 use crate::{EngineFactory, Harness};
@@ -26,4 +26,167 @@ pub fn reopen_restores_data<F: EngineFactory>(factory: F) {
     assert_lookup(e, b"never", &LocalLookup::Miss);
     let s = e.stats().unwrap();
     assert_eq!((s.watermark, s.applied_end), (3, 6));
+}
+
+/// The watermark is durable on its own (no write after it), including an adopted watermark
+/// above the applied end; the applied end survives with gaps in the offsets.
+pub fn watermark_durable_across_reopen<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    let e = h.engine();
+    e.put(b"a", b"1", 3).unwrap();
+    e.put(b"b", b"2", 17).unwrap();
+    e.advance_watermark(10).unwrap();
+    let e = h.reopen();
+    assert_eq!((e.watermark(), e.applied_end()), (10, 18));
+    assert_eq!(e.adopt_lake_watermark(40).unwrap().current, 40);
+    let e = h.reopen();
+    assert_eq!((e.watermark(), e.applied_end()), (40, 18));
+    // Monotonic across reopen: stale requests stay no-ops.
+    assert!(!e.advance_watermark(20).unwrap().moved);
+    let out = e.put(b"c", b"3", 39).unwrap();
+    assert_eq!((out.covered, out.applied_end), (1, 18));
+    let e = h.reopen();
+    assert_eq!((e.watermark(), e.applied_end()), (40, 18));
+    assert_lookup(e, b"c", &LocalLookup::Miss);
+    assert_lookup(e, b"b", &value(17, "2"));
+}
+
+/// After a reopen, replaying the WAL from the start is idempotent: every record is covered or
+/// already applied and the data is unchanged.
+pub fn replay_after_reopen_is_idempotent<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    let wal = super::apply::sample_wal();
+    for b in &wal {
+        h.engine().apply(b).unwrap();
+    }
+    h.engine().advance_watermark(12).unwrap();
+    let e = h.reopen();
+    let (mut covered, mut already) = (0, 0);
+    for b in &wal {
+        let out = e.apply(b).unwrap();
+        assert_eq!(out.applied, 0);
+        covered += out.covered;
+        already += out.already_applied;
+    }
+    assert_eq!((covered, already), (12, 28));
+    for (k, l) in super::apply::sample_wal_state() {
+        assert_lookup(e, &k, &l);
+    }
+    let c = e.stats().unwrap().counters;
+    assert_eq!((c.applied, c.covered, c.already_applied), (0, 12, 28));
+}
+
+/// Reclaim works after a reopen (it removes exactly what the restored watermark covers), and
+/// what it removed stays removed across another reopen: no older version reappears.
+pub fn reclaim_after_reopen<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    let e = h.engine();
+    e.put(b"k", b"old", 0).unwrap();
+    e.put(b"j", b"old", 1).unwrap();
+    e.delete(b"t", 2).unwrap();
+    e.put(b"k", b"new", 3).unwrap();
+    e.put(b"j", b"newer", 6).unwrap();
+    e.put(b"u", b"kept", 7).unwrap();
+    e.advance_watermark(5).unwrap();
+    let e = h.reopen();
+    let r = e.reclaim().unwrap();
+    assert_eq!(r.threshold, 5);
+    assert_eq!((r.values_removed, r.tombstones_removed), (1, 1));
+    assert_lookup(e, b"k", &LocalLookup::Miss);
+    assert_lookup(e, b"t", &LocalLookup::Miss);
+    assert_lookup(e, b"j", &value(6, "newer"));
+    let e = h.reopen();
+    assert_lookup(e, b"k", &LocalLookup::Miss);
+    assert_lookup(e, b"t", &LocalLookup::Miss);
+    assert_lookup(e, b"j", &value(6, "newer"));
+    assert_lookup(e, b"u", &value(7, "kept"));
+    assert_eq!(e.reclaim().unwrap().removed(), 0);
+    e.advance_watermark(8).unwrap();
+    assert_eq!(e.reclaim().unwrap().removed(), 2);
+    let e = h.reopen();
+    for k in [&b"k"[..], b"j", b"t", b"u"] {
+        assert_lookup(e, k, &LocalLookup::Miss);
+    }
+    assert_eq!((e.watermark(), e.applied_end()), (8, 8));
+}
+
+/// Opening a path whose parent directories do not exist creates them, and the store can be
+/// reopened from there.
+pub fn missing_directory_created<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    // The harness itself opened `<tmp>/bucket`, which did not exist.
+    assert!(h.path().is_dir(), "{} was not created", h.path().display());
+    let nested = h.scratch().join("a").join("b").join("c");
+    assert!(!nested.exists());
+    let opts = h.options().clone();
+    {
+        let e = h.factory().open(&nested, opts.clone()).unwrap();
+        e.put(b"k", b"v", 0).unwrap();
+    }
+    assert!(nested.is_dir(), "{} was not created", nested.display());
+    let e = h.factory().open(&nested, opts).unwrap();
+    assert_lookup(&e, b"k", &value(0, "v"));
+}
+
+/// A directory holding another backend's store, a newer format, or files that are not a
+/// Tidemark store is a clear error, and nothing is written into it.
+pub fn foreign_directory_rejected<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let name = h.backend();
+    let opts = h.options().clone();
+    let marker = engine_api::layout::MARKER_FILE;
+    let prepare = |dir: &str, file: &str, text: &str| {
+        let path = h.scratch().join(dir);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join(file), text).unwrap();
+        path
+    };
+    let listing = |path: &std::path::Path| {
+        let mut names: Vec<_> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+
+    let other = if name == "memory" { "sled" } else { "memory" };
+    let path = prepare("other", marker, &format!("backend={other}\nformat=1\n"));
+    let before = listing(&path);
+    match h.factory().open(&path, opts.clone()) {
+        Err(Error::WrongBackend { found, .. }) => assert_eq!(found, other),
+        Err(e) => panic!("expected WrongBackend, got {e}"),
+        Ok(_) => panic!("opened a {other} directory as {name}"),
+    }
+    assert_eq!(
+        listing(&path),
+        before,
+        "files were written into a {other} directory"
+    );
+
+    let path = prepare("newer", marker, &format!("backend={name}\nformat=99\n"));
+    match h.factory().open(&path, opts.clone()) {
+        Err(Error::UnsupportedFormat { found: 99, .. }) => {}
+        Err(e) => panic!("expected UnsupportedFormat, got {e}"),
+        Ok(_) => panic!("opened a format-99 directory"),
+    }
+
+    let path = prepare("stray", "precious.dat", "not a store");
+    let before = listing(&path);
+    match h.factory().open(&path, opts) {
+        Err(Error::ForeignDirectory { reason, .. }) => {
+            assert!(reason.contains("precious.dat"), "{reason}")
+        }
+        Err(e) => panic!("expected ForeignDirectory, got {e}"),
+        Ok(_) => panic!("opened a directory holding foreign files"),
+    }
+    assert_eq!(
+        listing(&path),
+        before,
+        "files were written into a foreign directory"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("precious.dat")).unwrap(),
+        "not a store"
+    );
 }

@@ -1,0 +1,212 @@
+//! Writers, a watermark-advancing reclaimer and readers all at once.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use engine_api::{Engine, EngineOptions, LocalLookup, Record, WriteBatch};
+
+use super::util::{SplitMix64, assert_lookup, key, payload, tombstone, value};
+use crate::{EngineFactory, Harness};
+
+const KEYS: u64 = 40;
+const RECORDS: u64 = 3_000;
+const DISTANCE: u64 = 3;
+
+/// The latest applied write of each key: `(offset, is_tombstone)`.
+type Latest = Mutex<Vec<Option<(u64, bool)>>>;
+
+/// One writer thread applies a continuous stream of batches (a few thousand records over a small
+/// key space) while another thread keeps advancing the watermark to trail the applied end and
+/// runs `reclaim` in a loop, and two readers look keys up. Checked during the run: a key's latest
+/// applied write that is still uncovered after the lookup (`offset >= W - D`, `W` read after it)
+/// is found with that value or a newer one (no uncovered entry is ever lost); a reader never
+/// sees an older offset for a key than it saw before; values always match their offsets; `W`
+/// never decreases and never passes the applied end. Checked after: every uncovered latest write
+/// is there, every covered one is gone, and the counters add up.
+pub fn concurrent_apply_reclaim_lookup<F: EngineFactory>(factory: F) {
+    let h = Harness::with_options(
+        factory,
+        EngineOptions::default()
+            .with_retention_distance(DISTANCE)
+            .with_sync_writes(false)
+            .with_sweep_chunk_rows(64),
+    );
+    let e = h.engine();
+    let latest: Latest = Mutex::new(vec![None; KEYS as usize]);
+    let done = AtomicBool::new(false);
+
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Whatever happens, let the others stop.
+            struct Done<'a>(&'a AtomicBool);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::SeqCst);
+                }
+            }
+            let _done = Done(&done);
+            writer(e, &latest);
+        });
+        s.spawn(|| reclaimer(e, &done));
+        for seed in 0..2 {
+            let (latest, done) = (&latest, &done);
+            s.spawn(move || reader(e, latest, done, seed));
+        }
+    });
+
+    // After the run: cover everything but the retention margin and reclaim once more.
+    let end = e.applied_end();
+    assert_eq!(end, RECORDS);
+    e.advance_watermark(end).unwrap();
+    let threshold = end - DISTANCE;
+    assert_eq!(e.reclaim().unwrap().threshold, threshold);
+    let latest = latest.into_inner().unwrap();
+    let mut live = 0;
+    for (k, write) in latest.iter().enumerate() {
+        let k = k as u64;
+        let expected = match *write {
+            Some((offset, tomb)) if offset >= threshold => {
+                live += 1;
+                if tomb {
+                    tombstone(offset)
+                } else {
+                    value(offset, payload(k, offset))
+                }
+            }
+            _ => LocalLookup::Miss,
+        };
+        assert_lookup(e, &key(k), &expected);
+    }
+    let s = e.stats().unwrap();
+    assert_eq!(
+        (
+            s.counters.applied,
+            s.counters.covered,
+            s.counters.already_applied
+        ),
+        (RECORDS, 0, 0)
+    );
+    assert!(s.counters.reclaim_runs >= 1);
+    assert!(s.counters.reclaimed_values + s.counters.reclaimed_tombstones <= RECORDS);
+    if h.capabilities().exact_live_entries {
+        assert_eq!(s.live_entries, live);
+    }
+}
+
+fn writer<E: Engine>(e: &E, latest: &Latest) {
+    let mut rng = SplitMix64(0xC0FFEE);
+    let mut offset = 0u64;
+    while offset < RECORDS {
+        let n = (1 + rng.below(8)).min(RECORDS - offset);
+        let mut b = WriteBatch::new();
+        let mut writes = Vec::new();
+        for i in 0..n {
+            let k = rng.below(KEYS);
+            let o = offset + i;
+            let tomb = rng.below(5) == 0;
+            b.push(if tomb {
+                Record::delete(key(k), o)
+            } else {
+                Record::put(key(k), payload(k, o), o)
+            });
+            writes.push((k, o, tomb));
+        }
+        let out = e.apply(&b).unwrap();
+        assert_eq!(
+            (
+                out.applied,
+                out.covered,
+                out.already_applied,
+                out.applied_end
+            ),
+            (n, 0, 0, offset + n),
+            "fresh offsets must all be applied"
+        );
+        let mut latest = latest.lock().unwrap();
+        for (k, o, tomb) in writes {
+            latest[k as usize] = Some((o, tomb));
+        }
+        offset += n;
+    }
+}
+
+fn reclaimer<E: Engine>(e: &E, done: &AtomicBool) {
+    let mut rng = SplitMix64(7);
+    let mut last = 0u64;
+    while !done.load(Ordering::SeqCst) {
+        let end = e.applied_end();
+        let up = e
+            .advance_watermark(end.saturating_sub(rng.below(60)))
+            .unwrap();
+        assert!(
+            up.current >= up.previous && up.current >= last,
+            "watermark went back: {up:?}"
+        );
+        assert!(
+            up.current <= e.applied_end(),
+            "watermark passed the applied end: {up:?}"
+        );
+        last = up.current;
+        let r = e.reclaim().unwrap();
+        assert!(
+            r.threshold <= e.watermark().saturating_sub(DISTANCE),
+            "{r:?}"
+        );
+        assert_eq!(r.corrupt_kept, 0);
+        std::thread::yield_now();
+    }
+}
+
+fn reader<E: Engine>(e: &E, latest: &Latest, done: &AtomicBool, seed: u64) {
+    let mut rng = SplitMix64(seed);
+    let mut seen: Vec<Option<u64>> = vec![None; KEYS as usize];
+    let mut last_w = 0u64;
+    let mut after_done = 0;
+    while after_done < KEYS * 2 {
+        if done.load(Ordering::SeqCst) {
+            after_done += 1;
+        }
+        let k = rng.below(KEYS);
+        let known = latest.lock().unwrap()[k as usize];
+        let got = e.lookup(&key(k)).unwrap();
+        let w = e.watermark();
+        assert!(w >= last_w, "watermark went back from {last_w} to {w}");
+        assert!(w <= e.applied_end(), "watermark {w} passed the applied end");
+        last_w = w;
+        let threshold = w.saturating_sub(DISTANCE);
+        if let LocalLookup::Value { offset, bytes } = &got {
+            assert_eq!(
+                bytes,
+                &payload(k, *offset),
+                "key {k}: value does not match its offset"
+            );
+        }
+        if let Some(offset) = got.offset() {
+            if let Some(before) = seen[k as usize] {
+                assert!(
+                    offset >= before,
+                    "key {k}: saw offset {before}, then the older offset {offset}"
+                );
+            }
+            seen[k as usize] = Some(offset);
+        }
+        if let Some((offset, tomb)) = known
+            && offset >= threshold
+        {
+            match got.offset() {
+                None => panic!(
+                    "key {k}: uncovered write at offset {offset} lost (threshold {threshold})"
+                ),
+                Some(o) if o < offset => {
+                    panic!("key {k}: found offset {o}, older than the applied write at {offset}")
+                }
+                Some(o) if o == offset => assert_eq!(
+                    matches!(got, LocalLookup::Tombstone { .. }),
+                    tomb,
+                    "key {k}@{offset}: wrong kind"
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+}

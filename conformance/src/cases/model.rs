@@ -1,0 +1,319 @@
+//! The model-based property test: random operation sequences run against the backend and
+//! against [`MemoryEngine`] step by step, every outcome compared.
+
+use std::sync::Arc;
+
+use engine_api::{
+    CounterSnapshot, Engine, EngineOptions, Error, MemoryEngine, ReclaimReport, Record, WriteBatch,
+};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+use crate::{EngineFactory, Harness};
+
+/// Environment variable overriding the number of generated sequences (default 256).
+pub const CASES_ENV: &str = "TIDEMARK_PROPTEST_CASES";
+/// Default number of generated sequences per backend.
+pub const DEFAULT_CASES: u32 = 256;
+/// Size of the key space the sequences write to (small, so keys collide often).
+const KEY_SPACE: u8 = 6;
+
+/// Where an `Apply`'s first offset lies, relative to the model's applied end.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// `applied end + gap`: fresh offsets.
+    Next(u8),
+    /// `applied end - back` (saturating): a WAL replay, partly already applied or covered.
+    Replay(u8),
+}
+
+/// One record of an `Apply`: `step` is added to the offset before it (0 = same offset as the
+/// previous record, so offsets never decrease).
+#[derive(Debug, Clone, Copy)]
+pub struct Rec {
+    /// Key index in the small key space.
+    pub key: u8,
+    /// `Some(v)` puts value `v`, `None` deletes.
+    pub put: Option<u8>,
+    /// Offset increment before this record.
+    pub step: u8,
+}
+
+/// The watermark requested by `Advance`, relative to the model's state.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// `applied end - n`.
+    BelowEnd(u8),
+    /// Exactly the applied end.
+    AtEnd,
+    /// `applied end + n` (clamped by the engine).
+    AboveEnd(u8),
+    /// The current watermark again (a repeated notification).
+    Repeat,
+    /// `W - n`: a stale notification.
+    Stale(u8),
+}
+
+/// One step of a generated sequence.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Apply a batch.
+    Apply {
+        /// First offset.
+        start: Start,
+        /// Records, in order.
+        records: Vec<Rec>,
+    },
+    /// `advance_watermark`.
+    Advance(Target),
+    /// `adopt_lake_watermark(applied end + n)` (recovery; rare).
+    Adopt(u8),
+    /// `reclaim`.
+    Reclaim,
+    /// Flush, close and reopen the backend (only generated for backends that can reopen; the
+    /// model just continues).
+    Reopen,
+    /// `lookup` of one key.
+    Lookup(u8),
+    /// `flush`.
+    Flush,
+}
+
+fn op_strategy(reopen: bool) -> BoxedStrategy<Op> {
+    let rec = (
+        0..KEY_SPACE,
+        prop::option::weighted(0.8, any::<u8>()),
+        0u8..3,
+    )
+        .prop_map(|(key, put, step)| Rec { key, put, step });
+    let start = prop_oneof![
+        4 => (0u8..3).prop_map(Start::Next),
+        1 => (1u8..24).prop_map(Start::Replay),
+    ];
+    let target = prop_oneof![
+        3 => (0u8..12).prop_map(Target::BelowEnd),
+        1 => Just(Target::AtEnd),
+        1 => (1u8..10).prop_map(Target::AboveEnd),
+        1 => Just(Target::Repeat),
+        1 => (1u8..6).prop_map(Target::Stale),
+    ];
+    let apply = (start, vec(rec, 0..6)).prop_map(|(start, records)| Op::Apply { start, records });
+    let reopen_weight = if reopen { 1 } else { 0 };
+    prop_oneof![
+        8 => apply,
+        3 => target.prop_map(Op::Advance),
+        1 => (0u8..8).prop_map(Op::Adopt),
+        3 => Just(Op::Reclaim),
+        reopen_weight => Just(Op::Reopen),
+        2 => (0..KEY_SPACE).prop_map(Op::Lookup),
+        1 => Just(Op::Flush),
+    ]
+    .boxed()
+}
+
+fn key_bytes(k: u8) -> Vec<u8> {
+    vec![b'k', k]
+}
+
+fn build_batch(model: &MemoryEngine, start: Start, records: &[Rec]) -> WriteBatch {
+    let end = model.applied_end();
+    let mut offset = match start {
+        Start::Next(gap) => end + u64::from(gap),
+        Start::Replay(back) => end.saturating_sub(u64::from(back)),
+    };
+    records
+        .iter()
+        .map(|r| {
+            offset += u64::from(r.step);
+            match r.put {
+                Some(v) => {
+                    Record::put(key_bytes(r.key), vec![r.key, v, b'@', offset as u8], offset)
+                }
+                None => Record::delete(key_bytes(r.key), offset),
+            }
+        })
+        .collect()
+}
+
+fn resolve(model: &MemoryEngine, target: Target) -> u64 {
+    let (w, end) = (model.watermark(), model.applied_end());
+    match target {
+        Target::BelowEnd(n) => end.saturating_sub(u64::from(n)),
+        Target::AtEnd => end,
+        Target::AboveEnd(n) => end + u64::from(n),
+        Target::Repeat => w,
+        Target::Stale(n) => w.saturating_sub(u64::from(n)),
+    }
+}
+
+macro_rules! check_eq {
+    ($step:expr, $what:expr, $backend:expr, $model:expr) => {{
+        let (b, m) = (&$backend, &$model);
+        if b != m {
+            return Err(TestCaseError::fail(format!(
+                "step {}: {}: backend {:?} != model {:?}",
+                $step, $what, b, m
+            )));
+        }
+    }};
+}
+
+fn ok<T>(step: usize, what: &str, r: engine_api::Result<T>) -> Result<T, TestCaseError> {
+    r.map_err(|e| TestCaseError::fail(format!("step {step}: {what} failed: {e}")))
+}
+
+fn reclaim_view(r: &ReclaimReport) -> (u64, u64, u64, u64) {
+    (
+        r.threshold,
+        r.values_removed,
+        r.tombstones_removed,
+        r.corrupt_kept,
+    )
+}
+
+fn counters_since(now: CounterSnapshot, base: CounterSnapshot) -> CounterSnapshot {
+    CounterSnapshot {
+        applied: now.applied - base.applied,
+        covered: now.covered - base.covered,
+        already_applied: now.already_applied - base.already_applied,
+        reclaimed_values: now.reclaimed_values - base.reclaimed_values,
+        reclaimed_tombstones: now.reclaimed_tombstones - base.reclaimed_tombstones,
+        reclaim_runs: now.reclaim_runs - base.reclaim_runs,
+        corrupt_kept: now.corrupt_kept - base.corrupt_kept,
+    }
+}
+
+/// Runs one generated sequence against a fresh backend engine and a fresh model.
+fn run_sequence<F: EngineFactory>(
+    factory: &Arc<F>,
+    distance: u64,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    // Speed: no per-apply sync; the sequence flushes before every reopen instead.
+    let options = EngineOptions::default()
+        .with_retention_distance(distance)
+        .with_sync_writes(false)
+        .with_sweep_chunk_rows(3);
+    let mut h = Harness::shared(Arc::clone(factory), options.clone());
+    let model = MemoryEngine::new(options);
+    let exact = h.capabilities().exact_live_entries;
+    // Counters are per open engine; the model's never reset, so compare deltas since the last
+    // (re)open.
+    let mut base = CounterSnapshot::default();
+
+    for (step, op) in ops.iter().enumerate() {
+        let e = h.engine();
+        match op {
+            Op::Apply { start, records } => {
+                let b = build_batch(&model, *start, records);
+                match (e.apply(&b), model.apply(&b)) {
+                    (Ok(got), Ok(want)) => check_eq!(step, "apply outcome", got, want),
+                    (Err(Error::InvalidInput(_)), Err(Error::InvalidInput(_))) => {}
+                    (got, want) => {
+                        check_eq!(step, "apply", format!("{got:?}"), format!("{want:?}"))
+                    }
+                }
+            }
+            Op::Advance(target) => {
+                let w = resolve(&model, *target);
+                let got = ok(step, "advance_watermark", e.advance_watermark(w))?;
+                let want = ok(step, "model advance", model.advance_watermark(w))?;
+                check_eq!(step, format!("advance_watermark({w})"), got, want);
+            }
+            Op::Adopt(n) => {
+                let w = model.applied_end() + u64::from(*n);
+                let got = ok(step, "adopt_lake_watermark", e.adopt_lake_watermark(w))?;
+                let want = ok(step, "model adopt", model.adopt_lake_watermark(w))?;
+                check_eq!(step, format!("adopt_lake_watermark({w})"), got, want);
+            }
+            Op::Reclaim => {
+                let got = ok(step, "reclaim", e.reclaim())?;
+                let want = ok(step, "model reclaim", model.reclaim())?;
+                check_eq!(
+                    step,
+                    "reclaim (threshold, values, tombstones, corrupt)",
+                    reclaim_view(&got),
+                    reclaim_view(&want)
+                );
+            }
+            Op::Reopen => {
+                ok(step, "flush before reopen", e.flush())?;
+                h.reopen();
+                base = ok(step, "model stats", model.stats())?.counters;
+            }
+            Op::Lookup(k) => {
+                let got = ok(step, "lookup", e.lookup(&key_bytes(*k)))?;
+                let want = ok(step, "model lookup", model.lookup(&key_bytes(*k)))?;
+                check_eq!(step, format!("lookup(k{k})"), got, want);
+            }
+            Op::Flush => ok(step, "flush", e.flush())?,
+        }
+
+        // After every step: the whole visible state and the stats agree.
+        let e = h.engine();
+        check_eq!(step, "watermark", e.watermark(), model.watermark());
+        check_eq!(step, "applied end", e.applied_end(), model.applied_end());
+        for k in 0..KEY_SPACE {
+            let got = ok(step, "lookup", e.lookup(&key_bytes(k)))?;
+            let want = ok(step, "model lookup", model.lookup(&key_bytes(k)))?;
+            check_eq!(step, format!("state of k{k}"), got, want);
+        }
+        let got = ok(step, "stats", e.stats())?;
+        let want = ok(step, "model stats", model.stats())?;
+        check_eq!(step, "stats watermark", got.watermark, want.watermark);
+        check_eq!(step, "stats applied end", got.applied_end, want.applied_end);
+        check_eq!(
+            step,
+            "counters since open",
+            got.counters,
+            counters_since(want.counters, base)
+        );
+        if exact {
+            check_eq!(step, "live entries", got.live_entries, want.live_entries);
+        }
+    }
+    Ok(())
+}
+
+/// The number of sequences to generate: `TIDEMARK_PROPTEST_CASES`, or 256.
+pub fn configured_cases() -> u32 {
+    match std::env::var(CASES_ENV) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{CASES_ENV}={v:?} is not a number")),
+        Err(_) => DEFAULT_CASES,
+    }
+}
+
+/// Random sequences of apply (puts and deletes over a small key space, with replays of old and
+/// covered offsets) / advance / adopt / reclaim / reopen (where the backend can) / lookup /
+/// flush, executed on the backend and on `MemoryEngine` step by step, comparing every outcome,
+/// the whole key space, the watermark, the applied end, the counters and (where exact) the live
+/// entries. A failure shrinks to a minimal sequence, printed in the panic message.
+pub fn model_based<F: EngineFactory>(factory: F) {
+    let factory = Arc::new(factory);
+    let cases = configured_cases();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        0u64..4,
+        vec(op_strategy(factory.capabilities().reopen), 1..40),
+    );
+    let result = runner.run(&strategy, |(distance, ops)| {
+        run_sequence(&factory, distance, &ops)
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, (distance, ops))) => panic!(
+            "{}::model_based failed: {reason}\nminimal sequence (retention distance {distance}, {} ops):\n{ops:#?}",
+            F::NAME,
+            ops.len()
+        ),
+        Err(TestError::Abort(reason)) => panic!("{}::model_based aborted: {reason}", F::NAME),
+    }
+}

@@ -1,0 +1,181 @@
+//! `reclaim`: exactly the covered values and tombstones, retention distance, no resurrection.
+
+use engine_api::{Engine, EngineOptions, LocalLookup, Record};
+
+use super::util::{assert_lookup, batch, key, noise, payload, tombstone, value};
+use crate::{EngineFactory, Harness};
+
+/// Key `i` at offset `i`, a tombstone when `i % 3 == 2`, otherwise a value.
+fn fill_mixed<E: Engine>(e: &E, range: std::ops::Range<u64>) {
+    e.apply(&batch(range.map(|i| {
+        if i % 3 == 2 {
+            Record::delete(key(i), i)
+        } else {
+            Record::put(key(i), payload(i, i), i)
+        }
+    })))
+    .unwrap();
+}
+
+fn mixed(i: u64) -> LocalLookup {
+    if i % 3 == 2 {
+        tombstone(i)
+    } else {
+        value(i, payload(i, i))
+    }
+}
+
+fn count_mixed(range: std::ops::Range<u64>) -> (u64, u64) {
+    let tombstones = range.clone().filter(|i| i % 3 == 2).count() as u64;
+    (range.count() as u64 - tombstones, tombstones)
+}
+
+/// Reclaim removes every covered value and tombstone (`offset < W`), reports them, and leaves
+/// every uncovered entry exactly as it was; a second reclaim finds nothing.
+pub fn reclaim_removes_exactly_covered<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    fill_mixed(e, 0..30);
+    e.advance_watermark(17).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!(r.threshold, 17);
+    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..17));
+    assert_eq!(r.corrupt_kept, 0);
+    for i in 0..17 {
+        assert_lookup(e, &key(i), &LocalLookup::Miss);
+    }
+    for i in 17..30 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+    let again = e.reclaim().unwrap();
+    assert_eq!((again.threshold, again.removed()), (17, 0));
+    for i in 17..30 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+}
+
+/// Reclaim is incremental: after more writes and a higher watermark it removes only the newly
+/// covered entries.
+pub fn reclaim_is_incremental<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    fill_mixed(e, 0..20);
+    e.advance_watermark(8).unwrap();
+    assert_eq!(e.reclaim().unwrap().removed(), 8);
+    fill_mixed(e, 20..40);
+    e.advance_watermark(31).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(8..31));
+    for i in 0..31 {
+        assert_lookup(e, &key(i), &LocalLookup::Miss);
+    }
+    for i in 31..40 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+}
+
+/// With `W = 0` nothing is covered and reclaim removes nothing.
+pub fn reclaim_with_zero_watermark_removes_nothing<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    fill_mixed(e, 0..15);
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.threshold, r.removed(), r.corrupt_kept), (0, 0, 0));
+    for i in 0..15 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+    assert_eq!(e.stats().unwrap().covered_estimate, 0);
+}
+
+/// Retention distance `D` keeps `D` offsets below `W`: reclaim removes `offset < W - D`
+/// (saturating, so `D > W` removes nothing).
+pub fn retention_distance_keeps_margin<F: EngineFactory>(factory: F) {
+    let h = Harness::with_options(factory, EngineOptions::default().with_retention_distance(3));
+    let e = h.engine();
+    fill_mixed(e, 0..20);
+    e.advance_watermark(10).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!(r.threshold, 7);
+    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..7));
+    for i in 0..7 {
+        assert_lookup(e, &key(i), &LocalLookup::Miss);
+    }
+    for i in 7..20 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+    // Covered-on-apply still uses W itself, not W - D.
+    let out = e.put(&key(8), b"late", 8).unwrap();
+    assert_eq!(out.covered, 1);
+
+    let wide = h.open_sibling("wide", EngineOptions::default().with_retention_distance(50));
+    let e = &wide;
+    fill_mixed(e, 0..20);
+    e.advance_watermark(20).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.threshold, r.removed()), (0, 0));
+    for i in 0..20 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+}
+
+/// A key rewritten at or above the watermark survives the reclaim of its old, covered version
+/// (value over value, tombstone over value, value over tombstone).
+pub fn rewritten_key_survives_reclaim<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    e.put(b"k", b"old", 2).unwrap();
+    e.put(b"j", b"old", 3).unwrap();
+    e.delete(b"t", 4).unwrap();
+    e.put(b"x", b"covered", 5).unwrap();
+    e.put(b"k", b"new", 10).unwrap();
+    e.delete(b"j", 11).unwrap();
+    e.put(b"t", b"revived", 12).unwrap();
+    e.advance_watermark(10).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.values_removed, r.tombstones_removed), (1, 0));
+    assert_lookup(e, b"k", &value(10, "new"));
+    assert_lookup(e, b"j", &tombstone(11));
+    assert_lookup(e, b"t", &value(12, "revived"));
+    assert_lookup(e, b"x", &LocalLookup::Miss);
+    // Reclaiming again (the stale old versions are long gone) still keeps the new ones.
+    assert_eq!(e.reclaim().unwrap().removed(), 0);
+    assert_lookup(e, b"k", &value(10, "new"));
+}
+
+/// After the newest version of a key is reclaimed, no older version ever reappears: not after
+/// further writes, not after more reclaims, not for values hidden by tombstones.
+pub fn older_version_never_reappears<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    e.put(b"k", b"oldest", 0).unwrap();
+    e.flush().unwrap();
+    e.put(b"k", b"older", 1).unwrap();
+    e.put(b"d", b"value-under-tombstone", 2).unwrap();
+    e.flush().unwrap();
+    // Push the old versions away from the new ones (more data in between).
+    for i in 3..200u64 {
+        e.put(&key(i), &noise(i, 100), i).unwrap();
+    }
+    e.flush().unwrap();
+    e.put(b"k", b"newest", 200).unwrap();
+    e.delete(b"d", 201).unwrap();
+    e.advance_watermark(150).unwrap();
+    e.reclaim().unwrap();
+    assert_lookup(e, b"k", &value(200, "newest"));
+    assert_lookup(e, b"d", &tombstone(201));
+    e.put(b"z", b"tail", 202).unwrap();
+    e.advance_watermark(203).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.values_removed, r.tombstones_removed), (50 + 2, 1));
+    for _ in 0..3 {
+        assert_lookup(e, b"k", &LocalLookup::Miss);
+        assert_lookup(e, b"d", &LocalLookup::Miss);
+        e.put(&key(1000 + e.applied_end()), b"more", e.applied_end())
+            .unwrap();
+        e.advance_watermark(e.applied_end()).unwrap();
+        e.reclaim().unwrap();
+        e.flush().unwrap();
+    }
+    assert_lookup(e, b"k", &LocalLookup::Miss);
+    assert_lookup(e, b"d", &LocalLookup::Miss);
+}

@@ -1,0 +1,144 @@
+//! `stats()`: watermark, applied end, sizes, live entries, covered estimate and counters.
+
+use engine_api::{CounterSnapshot, Engine, Record};
+
+use super::util::{batch, key, noise, payload};
+use crate::{EngineFactory, Harness};
+
+/// Counters, watermark and applied end match exactly what happened: applied, covered and
+/// already-applied records, reclaimed values and tombstones, reclaim runs; `live_entries` is
+/// checked exactly where the backend says it is exact.
+pub fn stats_counters_match_operations<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let exact = h.capabilities().exact_live_entries;
+    let e = h.engine();
+    e.apply(&batch(
+        (0..10u64).map(|i| Record::put(key(i), payload(i, i), i)),
+    ))
+    .unwrap();
+    e.apply(&batch(
+        (5..12u64).map(|i| Record::put(key(i), payload(i, i), i)),
+    ))
+    .unwrap();
+    e.advance_watermark(8).unwrap();
+    let out = e
+        .apply(&batch((6..14u64).map(|i| Record::delete(key(i), i))))
+        .unwrap();
+    assert_eq!((out.applied, out.covered, out.already_applied), (2, 2, 4));
+    let s = e.stats().unwrap();
+    assert_eq!(
+        s.live_entries_exact, exact,
+        "stats and capabilities disagree"
+    );
+    assert_eq!((s.watermark, s.applied_end), (8, 14));
+    assert_eq!(
+        s.counters,
+        CounterSnapshot {
+            applied: 14,
+            covered: 2,
+            already_applied: 9,
+            ..CounterSnapshot::default()
+        }
+    );
+    if exact {
+        assert_eq!(s.live_entries, 14);
+        assert!(
+            s.covered_estimate >= 8,
+            "estimate {} < 8 covered",
+            s.covered_estimate
+        );
+    }
+
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.values_removed, r.tombstones_removed), (8, 0));
+    e.advance_watermark(14).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.values_removed, r.tombstones_removed), (4, 2));
+    let s = e.stats().unwrap();
+    assert_eq!((s.watermark, s.applied_end), (14, 14));
+    assert_eq!(
+        s.counters,
+        CounterSnapshot {
+            applied: 14,
+            covered: 2,
+            already_applied: 9,
+            reclaimed_values: 12,
+            reclaimed_tombstones: 2,
+            reclaim_runs: 2,
+            corrupt_kept: 0,
+        }
+    );
+    if exact {
+        assert_eq!(s.live_entries, 0);
+    }
+}
+
+/// `live_entries` counts values and tombstones (one per key) and drops by what reclaim removed.
+pub fn live_entries_exact<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    e.put(b"a", b"1", 0).unwrap();
+    e.put(b"b", b"1", 1).unwrap();
+    e.put(b"c", b"1", 2).unwrap();
+    e.put(b"a", b"2", 3).unwrap();
+    e.delete(b"b", 4).unwrap();
+    e.delete(b"d", 5).unwrap();
+    assert_eq!(e.stats().unwrap().live_entries, 4);
+    e.advance_watermark(4).unwrap();
+    let s = e.stats().unwrap();
+    assert!(
+        s.covered_estimate >= 2,
+        "estimate {} < 2",
+        s.covered_estimate
+    );
+    assert_eq!(e.reclaim().unwrap().removed(), 2); // a@3, c@2
+    assert_eq!(e.stats().unwrap().live_entries, 2);
+    e.advance_watermark(6).unwrap();
+    e.reclaim().unwrap();
+    assert_eq!(e.stats().unwrap().live_entries, 0);
+}
+
+/// Sizes are sane: after 1 MiB of incompressible values is written and flushed, `bytes_on_disk`
+/// reflects it; a reclaim report's `bytes_before` saw the data, and neither field is absurd.
+/// Report and counters agree.
+pub fn reclaim_report_consistent<F: EngineFactory>(factory: F) {
+    const ABSURD: u64 = 1 << 40;
+    let h = Harness::new(factory);
+    let e = h.engine();
+    let b = batch((0..64u64).map(|i| Record::put(key(i), noise(i, 16 * 1024), i)));
+    e.apply(&b).unwrap();
+    e.delete(b"t", 64).unwrap();
+    e.flush().unwrap();
+    let s = e.stats().unwrap();
+    assert!(
+        s.bytes_on_disk >= 256 * 1024 && s.bytes_on_disk < ABSURD,
+        "bytes_on_disk {} after writing 1 MiB",
+        s.bytes_on_disk
+    );
+    e.advance_watermark(40).unwrap();
+    let before = e.stats().unwrap().counters;
+    let r = e.reclaim().unwrap();
+    assert_eq!(r.threshold, 40);
+    assert_eq!((r.values_removed, r.tombstones_removed), (40, 0));
+    assert!(
+        r.bytes_before >= 256 * 1024 && r.bytes_before < ABSURD,
+        "bytes_before {} with 1 MiB stored",
+        r.bytes_before
+    );
+    assert!(r.bytes_after < ABSURD, "bytes_after {}", r.bytes_after);
+    let after = e.stats().unwrap().counters;
+    assert_eq!(
+        after.reclaimed_values - before.reclaimed_values,
+        r.values_removed
+    );
+    assert_eq!(
+        after.reclaimed_tombstones - before.reclaimed_tombstones,
+        r.tombstones_removed
+    );
+    assert_eq!(after.reclaim_runs - before.reclaim_runs, 1);
+    assert_eq!(after.corrupt_kept - before.corrupt_kept, r.corrupt_kept);
+    e.advance_watermark(65).unwrap();
+    let r = e.reclaim().unwrap();
+    assert_eq!((r.values_removed, r.tombstones_removed), (24, 1));
+    assert!(r.bytes_before < ABSURD && r.bytes_after < ABSURD);
+}
