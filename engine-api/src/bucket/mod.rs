@@ -1,0 +1,227 @@
+//! The bucket layer: [`HistoricalBucket`] ties one engine to a [`LakeLookuper`] and, optionally,
+//! to a [`ReclaimScheduler`].
+//!
+//! Engine calls (`apply`, the local half of `lookup`, watermark updates) run on tokio's blocking
+//! pool via `spawn_blocking`, so every method here is `async` and safe to call from async code.
+//! Hosts that want synchronous access to the engine (for example to replay a WAL from a plain
+//! thread) use [`HistoricalBucket::engine`] directly; lake progress and lookups must still go
+//! through the bucket, because it orders the lookuper refresh before the watermark publish.
+
+mod progress;
+mod stats;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::batch::WriteBatch;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::lake::LakeLookuper;
+use crate::outcome::{ApplyOutcome, LocalLookup};
+use crate::scheduler::{BucketId, ReclaimScheduler};
+
+pub use progress::Progress;
+pub use stats::BucketStats;
+
+use stats::{Counters, bump};
+
+/// The scheduler a bucket asks for reclaims, and its id there.
+#[derive(Debug, Clone)]
+struct Reclaim {
+    scheduler: ReclaimScheduler,
+    id: BucketId,
+}
+
+/// One bucket: local state in an engine, older state in the lake.
+///
+/// - [`lookup`](Self::lookup): a local value is the answer, a local tombstone means "deleted"
+///   (authoritative, the lake is not asked), and only a local miss goes to the lake.
+/// - [`on_lake_progress`](Self::on_lake_progress): one at a time per bucket; refreshes the
+///   lookuper, *then* advances the watermark, *then* requests a reclaim.
+/// - [`recover`](Self::recover): on open or on becoming leader, before serving.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use engine_api::bucket::HistoricalBucket;
+/// use engine_api::lake::MemoryLake;
+/// use engine_api::{Engine, EngineOptions, MemoryEngine, WriteBatch};
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
+/// let engine = Arc::new(MemoryEngine::new(EngineOptions::default()));
+/// let lake = Arc::new(MemoryLake::new());
+/// let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
+/// assert_eq!(bucket.recover(lake.latest().unwrap_or_default()).await?, 0);
+///
+/// // The host writes its WAL (which the tiering service copies to the lake) and applies it.
+/// let mut batch = WriteBatch::new();
+/// batch.put("old", "o", 0).put("gone", "g", 1).delete("gone", 2).put("new", "n", 3);
+/// lake.append_batch(&batch)?;
+/// bucket.apply(batch).await?;
+///
+/// // The lake confirms offsets below 3; the bucket publishes W = 3, then covered entries go.
+/// let snapshot = lake.commit(3)?;
+/// bucket.on_lake_progress(snapshot.id, snapshot.end_offset).await?;
+/// assert_eq!(engine.watermark(), 3);
+/// engine.reclaim()?;
+///
+/// assert_eq!(bucket.lookup(b"old").await?, Some(b"o".to_vec())); // from the lake
+/// assert_eq!(bucket.lookup(b"gone").await?, None); // tombstone reclaimed: the lake says deleted
+/// assert_eq!(bucket.lookup(b"new").await?, Some(b"n".to_vec())); // still local
+/// assert_eq!(bucket.stats().lake_fallbacks, 2);
+/// # Ok::<(), engine_api::Error>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct HistoricalBucket<E: Engine + 'static> {
+    engine: Arc<E>,
+    lake: Arc<dyn LakeLookuper>,
+    reclaim: Option<Reclaim>,
+    /// Serialises lake progress and recovery of this bucket.
+    progress: tokio::sync::Mutex<()>,
+    /// End offset of the snapshot the lookuper serves. Written under `progress`, after the
+    /// refresh succeeded and before the watermark it allows is published.
+    lake_end: AtomicU64,
+    /// Local entries below this offset are not authoritative: a lagging replica adopted a lake
+    /// end beyond its applied end, so the lake may hold newer versions of them.
+    stale_below: AtomicU64,
+    counters: Counters,
+}
+
+impl<E: Engine + 'static> std::fmt::Debug for HistoricalBucket<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoricalBucket")
+            .field("backend", &self.engine.backend_name())
+            .field("bucket_id", &self.bucket_id())
+            .field("lake_end", &self.lake_end())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Engine + 'static> HistoricalBucket<E> {
+    /// A bucket without a scheduler (reclaim by hand or not at all). Call
+    /// [`recover`](Self::recover) before serving lookups.
+    pub fn new(engine: Arc<E>, lake: Arc<dyn LakeLookuper>) -> Self {
+        HistoricalBucket {
+            engine,
+            lake,
+            reclaim: None,
+            progress: tokio::sync::Mutex::new(()),
+            lake_end: AtomicU64::new(0),
+            stale_below: AtomicU64::new(0),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Registers the engine with `scheduler` under `id`; watermark advances then request
+    /// reclaims of it.
+    pub fn with_scheduler(mut self, scheduler: &ReclaimScheduler, id: BucketId) -> Result<Self> {
+        let engine: Arc<dyn Engine> = self.engine.clone();
+        scheduler.register(id, engine)?;
+        self.reclaim = Some(Reclaim {
+            scheduler: scheduler.clone(),
+            id,
+        });
+        Ok(self)
+    }
+
+    /// The engine (for synchronous access; see the module docs).
+    pub fn engine(&self) -> &Arc<E> {
+        &self.engine
+    }
+
+    /// The lake lookuper.
+    pub fn lake(&self) -> &Arc<dyn LakeLookuper> {
+        &self.lake
+    }
+
+    /// The scheduler id, when attached to a scheduler.
+    pub fn bucket_id(&self) -> Option<BucketId> {
+        self.reclaim.as_ref().map(|r| r.id)
+    }
+
+    /// The current watermark `W`.
+    pub fn watermark(&self) -> u64 {
+        self.engine.watermark()
+    }
+
+    /// End offset of the lake snapshot the lookuper serves, as far as this bucket refreshed it.
+    pub fn lake_end(&self) -> u64 {
+        self.lake_end.load(Ordering::SeqCst)
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> BucketStats {
+        self.counters.snapshot()
+    }
+
+    /// Applies a batch (pass-through to [`Engine::apply`] on a blocking thread).
+    pub async fn apply(&self, batch: WriteBatch) -> Result<ApplyOutcome> {
+        self.blocking(move |engine| engine.apply(&batch)).await
+    }
+
+    /// Looks `key` up: a local value is returned, a local tombstone is `None` without asking
+    /// the lake, and a local miss is answered by the lake lookuper.
+    ///
+    /// The lake is read only *after* the local miss. Any reclaim that removed the key's entry
+    /// ran under a watermark the lookuper had already been refreshed to cover, so the lake
+    /// answers at least as new as what was removed. If the lookuper serves a snapshot behind
+    /// the watermark (only after recovering from a snapshot older than the persisted
+    /// watermark), a local miss is refused with [`Error::Lake`] rather than answered stale.
+    pub async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let owned = key.to_vec();
+        let local = self.blocking(move |engine| engine.lookup(&owned)).await?;
+        let stale_below = self.stale_below.load(Ordering::SeqCst);
+        match local {
+            LocalLookup::Value { offset, bytes } if offset >= stale_below => {
+                bump(&self.counters.local_values);
+                return Ok(Some(bytes));
+            }
+            LocalLookup::Tombstone { offset } if offset >= stale_below => {
+                bump(&self.counters.local_tombstones);
+                return Ok(None);
+            }
+            _ => {}
+        }
+        let watermark = self.engine.watermark();
+        let lake_end = self.lake_end.load(Ordering::SeqCst);
+        if lake_end < watermark {
+            bump(&self.counters.lake_behind);
+            return Err(Error::Lake(format!(
+                "the lake lookuper serves a snapshot ending at {lake_end}, behind the watermark \
+                 {watermark}; a lake-progress notification must bring it up to date"
+            )));
+        }
+        match self.lake.lookup(key).await {
+            Ok(value) => {
+                bump(&self.counters.lake_fallbacks);
+                Ok(value)
+            }
+            Err(e) => {
+                bump(&self.counters.lake_failures);
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops scheduling reclaims for this bucket (waiting for a running one), flushes the
+    /// engine and drops the bucket's references to it.
+    pub async fn close(self) -> Result<()> {
+        if let Some(reclaim) = &self.reclaim {
+            reclaim.scheduler.unregister(reclaim.id).await;
+        }
+        self.blocking(|engine| engine.flush()).await
+    }
+
+    /// Runs an engine call on the blocking pool.
+    async fn blocking<T, F>(&self, call: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&E) -> Result<T> + Send + 'static,
+    {
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || call(&engine))
+            .await
+            .map_err(|e| Error::backend(self.engine.backend_name(), e))?
+    }
+}

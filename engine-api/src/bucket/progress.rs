@@ -1,0 +1,188 @@
+//! Lake progress and recovery: the two paths that move a bucket's watermark.
+
+use std::sync::atomic::Ordering;
+
+use super::HistoricalBucket;
+use super::stats::bump;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::lake::LakeSnapshot;
+use crate::outcome::WatermarkUpdate;
+use crate::scheduler::Requested;
+
+/// What [`HistoricalBucket::on_lake_progress`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Stale or repeated: `end_offset <= W` and the lookuper already serves a snapshot that new.
+    /// Nothing was refreshed or published.
+    Ignored {
+        /// The watermark, unchanged.
+        watermark: u64,
+    },
+    /// The notification was processed.
+    Published {
+        /// Whether the lookuper was refreshed (not needed when it already serves a snapshot at
+        /// least this new, e.g. after the watermark was clamped to the applied end).
+        refreshed: bool,
+        /// The watermark update (`moved` is false when it was clamped to where it already was).
+        update: WatermarkUpdate,
+        /// The reclaim request, when the watermark moved and a scheduler is attached.
+        reclaim: Option<Requested>,
+    },
+}
+
+impl<E: Engine + 'static> HistoricalBucket<E> {
+    /// Handles confirmed lake progress: snapshot `snapshot_id` holds every record below
+    /// `end_offset`.
+    ///
+    /// Processed one at a time per bucket. Ignored (and counted) when `end_offset <= W`.
+    /// Otherwise the lookuper is refreshed to the snapshot first (unless it already serves one
+    /// at least as new), *then* the watermark is advanced (to `min(end_offset, applied end)`),
+    /// *then* a reclaim is requested. A failed refresh returns its error and publishes nothing.
+    pub async fn on_lake_progress(&self, snapshot_id: u64, end_offset: u64) -> Result<Progress> {
+        let _serial = self.progress.lock().await;
+        bump(&self.counters.notifications);
+        let watermark = self.engine.watermark();
+        let lake_end = self.lake_end.load(Ordering::SeqCst);
+        // `lake_end >= W` always holds except after recovering from a snapshot older than the
+        // persisted watermark; then a notification at or below W still refreshes the lookuper.
+        if end_offset <= watermark && end_offset <= lake_end {
+            bump(&self.counters.ignored_notifications);
+            tracing::debug!(
+                snapshot_id,
+                end_offset,
+                watermark,
+                "stale lake progress ignored"
+            );
+            return Ok(Progress::Ignored { watermark });
+        }
+        let snapshot = LakeSnapshot::new(snapshot_id, end_offset);
+        let refreshed = end_offset > lake_end;
+        if refreshed {
+            self.refresh(snapshot).await?;
+        }
+        let update = self
+            .blocking(move |engine| engine.advance_watermark(end_offset))
+            .await?;
+        let reclaim = if update.moved {
+            bump(&self.counters.watermark_advances);
+            self.request_reclaim()
+        } else {
+            None
+        };
+        tracing::debug!(
+            snapshot_id,
+            end_offset,
+            previous = update.previous,
+            watermark = update.current,
+            refreshed,
+            "lake progress published"
+        );
+        Ok(Progress::Published {
+            refreshed,
+            update,
+            reclaim,
+        })
+    }
+
+    /// Recovers on open or on becoming leader, before serving: refreshes the lookuper to the
+    /// committed lake snapshot, sets `W = max(persisted W, committed end)` and returns the
+    /// offset from which the host replays its WAL, `max(W, applied end)`.
+    ///
+    /// Raising `W` above the applied end (a lagging replica) is allowed here and only here
+    /// ([`Engine::adopt_lake_watermark`]): the lake holds those records. The local entries of
+    /// such a replica may be older than the lake's, so they are reclaimed before this returns
+    /// and, until then and for entries kept by a retention distance, lookups below the adopted
+    /// watermark go to the lake.
+    ///
+    /// A committed snapshot older than the persisted watermark never lowers it; the lookuper is
+    /// refreshed to it, and local misses are refused until lake progress reaches `W` again.
+    /// A failed refresh returns its error and changes nothing.
+    pub async fn recover(&self, committed: LakeSnapshot) -> Result<u64> {
+        let _serial = self.progress.lock().await;
+        // Never move the lookuper backwards (a second recovery of a live bucket).
+        if committed.end_offset >= self.lake_end.load(Ordering::SeqCst) {
+            self.refresh(committed).await?;
+        }
+        let update = self
+            .blocking(move |engine| engine.adopt_lake_watermark(committed.end_offset))
+            .await?;
+        let watermark = update.current;
+        let applied_end = self.engine.applied_end();
+        if watermark > applied_end {
+            self.stale_below.fetch_max(watermark, Ordering::SeqCst);
+            let report = self
+                .blocking(|engine| {
+                    let report = engine.reclaim()?;
+                    engine.flush()?;
+                    Ok(report)
+                })
+                .await?;
+            tracing::info!(
+                watermark,
+                applied_end,
+                removed = report.removed(),
+                "lagging replica adopted the lake end; local entries below it reclaimed"
+            );
+        }
+        if committed.end_offset < watermark {
+            tracing::warn!(
+                committed = committed.end_offset,
+                watermark,
+                "committed lake snapshot is older than the persisted watermark; lake fallbacks \
+                 are refused until lake progress reaches the watermark"
+            );
+        }
+        if update.moved {
+            bump(&self.counters.watermark_advances);
+            self.request_reclaim();
+        }
+        bump(&self.counters.recoveries);
+        let replay_from = watermark.max(applied_end);
+        tracing::info!(
+            snapshot_id = committed.id,
+            lake_end = committed.end_offset,
+            previous = update.previous,
+            watermark,
+            applied_end,
+            replay_from,
+            "bucket recovered"
+        );
+        Ok(replay_from)
+    }
+
+    /// Refreshes the lookuper and, only on success, records the end it now serves.
+    async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+        match self.lake.refresh(snapshot).await {
+            Ok(()) => {
+                bump(&self.counters.refreshes);
+                self.lake_end.store(snapshot.end_offset, Ordering::SeqCst);
+                Ok(())
+            }
+            Err(e) => {
+                bump(&self.counters.refresh_failures);
+                tracing::warn!(
+                    snapshot_id = snapshot.id,
+                    end_offset = snapshot.end_offset,
+                    error = %e,
+                    "lake refresh failed; nothing published"
+                );
+                Err(e)
+            }
+        }
+    }
+
+    fn request_reclaim(&self) -> Option<Requested> {
+        let reclaim = self.reclaim.as_ref()?;
+        match reclaim.scheduler.request(reclaim.id) {
+            Ok(requested) => {
+                bump(&self.counters.reclaim_requests);
+                Some(requested)
+            }
+            Err(e) => {
+                tracing::warn!(bucket = %reclaim.id, error = %e, "reclaim request refused");
+                None
+            }
+        }
+    }
+}

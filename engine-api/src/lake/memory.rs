@@ -1,0 +1,480 @@
+//! [`MemoryLake`]: an in-memory lake table with numbered snapshots built by replaying a WAL, plus
+//! a lookuper over it that tests can make fail or stall.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::gate::Gate;
+use super::{LakeLookuper, LakeSnapshot};
+use crate::batch::{Record, WriteBatch};
+use crate::error::{Error, Result};
+
+/// One committed snapshot: the latest value of every live key among the records below its end.
+#[derive(Debug, Default)]
+struct Snapshot {
+    meta: LakeSnapshot,
+    rows: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct TableState {
+    /// Every record the tiering service can read, in offset order.
+    wal: Vec<Record>,
+    /// Committed snapshots by id; ids start at 1 (0 is the empty lake) and end offsets never
+    /// decrease.
+    snapshots: BTreeMap<u64, Arc<Snapshot>>,
+}
+
+/// The lake table shared by every [`MemoryLake`] handle made with [`MemoryLake::reader`].
+#[derive(Debug, Default)]
+struct Table {
+    state: Mutex<TableState>,
+}
+
+impl Table {
+    fn lock(&self) -> MutexGuard<'_, TableState> {
+        // Nothing panics while the lock is held, so a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Failure and latency injection of one lookuper handle.
+#[derive(Debug, Default)]
+struct Faults {
+    /// Refreshes still to fail; `u64::MAX` means every one.
+    fail_refreshes: AtomicU64,
+    fail_lookups: AtomicBool,
+    refresh_delay_nanos: AtomicU64,
+    lookup_delay_nanos: AtomicU64,
+}
+
+impl Faults {
+    fn take_refresh_failure(&self) -> bool {
+        self.fail_refreshes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                0 => None,
+                u64::MAX => Some(u64::MAX),
+                n => Some(n - 1),
+            })
+            .is_ok()
+    }
+}
+
+/// What a [`MemoryLake`] handle has done (successes and failures are counted apart).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LakeCounters {
+    /// Successful refreshes.
+    pub refreshes: u64,
+    /// Failed refreshes (injected or invalid snapshot).
+    pub refresh_failures: u64,
+    /// Successful lookups.
+    pub lookups: u64,
+    /// Failed lookups (injected).
+    pub lookup_failures: u64,
+}
+
+#[derive(Debug, Default)]
+struct AtomicLakeCounters {
+    refreshes: AtomicU64,
+    refresh_failures: AtomicU64,
+    lookups: AtomicU64,
+    lookup_failures: AtomicU64,
+}
+
+/// The reference [`LakeLookuper`]: a lake table holding a WAL and numbered snapshots, each the
+/// key → value state of every record with `offset < end_offset`, and a lookuper that serves the
+/// snapshot it was last refreshed to (an empty table before the first refresh).
+///
+/// Every handle made by [`MemoryLake::reader`] shares the table but has its own served snapshot,
+/// fault settings and counters, like a restarted process opening a new lookuper on the same lake.
+///
+/// ```
+/// use engine_api::lake::{LakeLookuper, MemoryLake};
+/// use engine_api::WriteBatch;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// let lake = MemoryLake::new();
+/// let mut batch = WriteBatch::new();
+/// batch.put("k", "v1", 0).put("k", "v2", 1).delete("gone", 2);
+/// lake.append_batch(&batch)?;
+/// let first = lake.commit(1)?; // only offset 0
+/// lake.refresh(first).await?;
+/// assert_eq!(lake.lookup(b"k").await?, Some(b"v1".to_vec()));
+/// # Ok::<(), engine_api::Error>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryLake {
+    table: Arc<Table>,
+    served: RwLock<Arc<Snapshot>>,
+    refreshed: AtomicBool,
+    faults: Faults,
+    gate: Gate,
+    counters: AtomicLakeCounters,
+}
+
+impl MemoryLake {
+    /// A new, empty lake table and a lookuper over it.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Another lookuper over the same table, serving nothing until refreshed, with no faults.
+    pub fn reader(&self) -> MemoryLake {
+        MemoryLake {
+            table: Arc::clone(&self.table),
+            ..MemoryLake::default()
+        }
+    }
+
+    /// Appends WAL records the lake may later commit. Offsets must not go backwards.
+    pub fn append(&self, records: impl IntoIterator<Item = Record>) -> Result<()> {
+        let mut state = self.table.lock();
+        let mut last = state.wal.last().map(Record::offset);
+        let records: Vec<Record> = records.into_iter().collect();
+        for record in &records {
+            let offset = record.offset();
+            if let Some(prev) = last
+                && offset < prev
+            {
+                return Err(Error::invalid(format!(
+                    "lake WAL offsets go backwards: {offset} after {prev}"
+                )));
+            }
+            last = Some(offset);
+        }
+        state.wal.extend(records);
+        Ok(())
+    }
+
+    /// Appends the records of a batch.
+    pub fn append_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.append(batch.records().iter().cloned())
+    }
+
+    /// `1 +` the highest offset appended, 0 when the WAL is empty.
+    pub fn wal_end(&self) -> u64 {
+        wal_end(&self.table.lock().wal)
+    }
+
+    /// Commits a new snapshot holding every WAL record with `offset < end_offset`. The end may
+    /// not go below the latest snapshot's end nor beyond the WAL end.
+    pub fn commit(&self, end_offset: u64) -> Result<LakeSnapshot> {
+        let mut state = self.table.lock();
+        let end_of_wal = wal_end(&state.wal);
+        if end_offset > end_of_wal {
+            return Err(Error::invalid(format!(
+                "lake snapshot end {end_offset} is beyond the WAL end {end_of_wal}"
+            )));
+        }
+        let base = state
+            .snapshots
+            .values()
+            .next_back()
+            .cloned()
+            .unwrap_or_default();
+        if end_offset < base.meta.end_offset {
+            return Err(Error::invalid(format!(
+                "lake snapshot end {end_offset} is below the latest snapshot's end {}",
+                base.meta.end_offset
+            )));
+        }
+        // Replay only what the previous snapshot did not hold (the WAL is in offset order).
+        let from = state
+            .wal
+            .partition_point(|r| r.offset() < base.meta.end_offset);
+        let to = state.wal.partition_point(|r| r.offset() < end_offset);
+        let mut rows = base.rows.clone();
+        for record in state.wal.get(from..to).unwrap_or_default() {
+            match record {
+                Record::Put { key, value, .. } => {
+                    rows.insert(key.clone(), value.clone());
+                }
+                Record::Delete { key, .. } => {
+                    rows.remove(key);
+                }
+            }
+        }
+        let meta = LakeSnapshot::new(base.meta.id + 1, end_offset);
+        state
+            .snapshots
+            .insert(meta.id, Arc::new(Snapshot { meta, rows }));
+        Ok(meta)
+    }
+
+    /// The newest committed snapshot.
+    pub fn latest(&self) -> Option<LakeSnapshot> {
+        self.table
+            .lock()
+            .snapshots
+            .values()
+            .next_back()
+            .map(|s| s.meta)
+    }
+
+    /// The committed snapshot with this id.
+    pub fn snapshot(&self, id: u64) -> Option<LakeSnapshot> {
+        self.table.lock().snapshots.get(&id).map(|s| s.meta)
+    }
+
+    /// Reads `key` straight from committed snapshot `id`, bypassing the lookuper.
+    pub fn value_at(&self, id: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let state = self.table.lock();
+        let snapshot = state
+            .snapshots
+            .get(&id)
+            .ok_or_else(|| Error::Lake(format!("unknown lake snapshot {id}")))?;
+        Ok(snapshot.rows.get(key).cloned())
+    }
+
+    /// The snapshot this handle serves, `None` before its first successful refresh.
+    pub fn served(&self) -> Option<LakeSnapshot> {
+        if !self.refreshed.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(self.served_snapshot().meta)
+    }
+
+    /// Makes the next `n` refreshes fail (without changing what is served).
+    pub fn fail_next_refreshes(&self, n: u64) {
+        self.faults.fail_refreshes.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes every refresh fail (`true`) or none (`false`).
+    pub fn fail_refreshes(&self, fail: bool) {
+        let n = if fail { u64::MAX } else { 0 };
+        self.faults.fail_refreshes.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes every lookup fail (`true`) or none (`false`).
+    pub fn fail_lookups(&self, fail: bool) {
+        self.faults.fail_lookups.store(fail, Ordering::SeqCst);
+    }
+
+    /// Makes every refresh sleep this long (tokio time) before switching snapshots.
+    pub fn set_refresh_delay(&self, delay: Duration) {
+        store_duration(&self.faults.refresh_delay_nanos, delay);
+    }
+
+    /// Makes every lookup sleep this long (tokio time) before reading the served snapshot.
+    pub fn set_lookup_delay(&self, delay: Duration) {
+        store_duration(&self.faults.lookup_delay_nanos, delay);
+    }
+
+    /// Holds later refreshes open (before they switch snapshots) until
+    /// [`MemoryLake::release_refreshes`].
+    pub fn hold_refreshes(&self) {
+        self.gate.hold();
+    }
+
+    /// Lets held refreshes continue.
+    pub fn release_refreshes(&self) {
+        self.gate.release();
+    }
+
+    /// How many refreshes are held open right now.
+    pub fn held_refreshes(&self) -> usize {
+        self.gate.waiting()
+    }
+
+    /// Waits until at least `n` refreshes are held open.
+    pub async fn wait_for_held_refreshes(&self, n: usize) -> Result<()> {
+        self.gate.parked(n).await
+    }
+
+    /// What this handle has done so far.
+    pub fn counters(&self) -> LakeCounters {
+        let c = &self.counters;
+        LakeCounters {
+            refreshes: c.refreshes.load(Ordering::Relaxed),
+            refresh_failures: c.refresh_failures.load(Ordering::Relaxed),
+            lookups: c.lookups.load(Ordering::Relaxed),
+            lookup_failures: c.lookup_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    fn served_snapshot(&self) -> Arc<Snapshot> {
+        // Only an `Arc` swap happens under the lock, so a poisoned lock still holds a snapshot.
+        Arc::clone(&self.served.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    async fn try_refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+        self.gate.pass().await?;
+        sleep_for(&self.faults.refresh_delay_nanos).await;
+        if self.faults.take_refresh_failure() {
+            return Err(Error::Lake(format!(
+                "injected refresh failure for snapshot {}",
+                snapshot.id
+            )));
+        }
+        let found = if snapshot.id == 0 {
+            // The empty lake, before anything was committed.
+            Some(Arc::default())
+        } else {
+            self.table.lock().snapshots.get(&snapshot.id).cloned()
+        };
+        let found =
+            found.ok_or_else(|| Error::Lake(format!("unknown lake snapshot {}", snapshot.id)))?;
+        if found.meta != snapshot {
+            return Err(Error::Lake(format!(
+                "lake snapshot {} ends at {}, not {}",
+                snapshot.id, found.meta.end_offset, snapshot.end_offset
+            )));
+        }
+        *self.served.write().unwrap_or_else(PoisonError::into_inner) = found;
+        self.refreshed.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LakeLookuper for MemoryLake {
+    async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+        let result = self.try_refresh(snapshot).await;
+        let counter = match result {
+            Ok(()) => &self.counters.refreshes,
+            Err(_) => &self.counters.refresh_failures,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.faults.fail_lookups.load(Ordering::SeqCst) {
+            self.counters
+                .lookup_failures
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(Error::Lake("injected lookup failure".into()));
+        }
+        sleep_for(&self.faults.lookup_delay_nanos).await;
+        let snapshot = self.served_snapshot();
+        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
+        Ok(snapshot.rows.get(key).cloned())
+    }
+}
+
+fn wal_end(wal: &[Record]) -> u64 {
+    // Offsets are at most `MAX_OFFSET` in validated batches; saturate for anything else.
+    wal.last().map_or(0, |r| r.offset().saturating_add(1))
+}
+
+fn store_duration(slot: &AtomicU64, delay: Duration) {
+    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+    slot.store(nanos, Ordering::SeqCst);
+}
+
+async fn sleep_for(slot: &AtomicU64) {
+    let nanos = slot.load(Ordering::SeqCst);
+    if nanos > 0 {
+        tokio::time::sleep(Duration::from_nanos(nanos)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lake_with(records: &[Record]) -> MemoryLake {
+        let lake = MemoryLake::new();
+        lake.append(records.iter().cloned()).unwrap();
+        lake
+    }
+
+    #[tokio::test]
+    async fn snapshots_replay_the_wal_up_to_their_end() {
+        let lake = lake_with(&[
+            Record::put("a", "a0", 0),
+            Record::put("b", "b1", 1),
+            Record::delete("a", 2),
+            Record::put("b", "b3", 3),
+        ]);
+        let s1 = lake.commit(2).unwrap();
+        let s2 = lake.commit(4).unwrap();
+        assert_eq!((s1.id, s2.id), (1, 2));
+        assert_eq!(lake.value_at(1, b"a").unwrap(), Some(b"a0".to_vec()));
+        assert_eq!(lake.value_at(2, b"a").unwrap(), None);
+        assert_eq!(lake.value_at(2, b"b").unwrap(), Some(b"b3".to_vec()));
+
+        assert_eq!(lake.served(), None);
+        assert_eq!(lake.lookup(b"b").await.unwrap(), None);
+        lake.refresh(s1).await.unwrap();
+        assert_eq!(lake.lookup(b"b").await.unwrap(), Some(b"b1".to_vec()));
+        lake.refresh(s2).await.unwrap();
+        assert_eq!(lake.served(), Some(s2));
+        assert_eq!(lake.lookup(b"b").await.unwrap(), Some(b"b3".to_vec()));
+        assert_eq!(lake.counters().refreshes, 2);
+    }
+
+    #[tokio::test]
+    async fn invalid_commits_and_refreshes_are_rejected() {
+        let lake = lake_with(&[Record::put("a", "a0", 0), Record::put("a", "a1", 5)]);
+        assert!(matches!(lake.commit(7), Err(Error::InvalidInput(_))));
+        let s = lake.commit(6).unwrap();
+        assert!(matches!(lake.commit(3), Err(Error::InvalidInput(_))));
+        assert!(matches!(
+            lake.append([Record::put("b", "", 4)]),
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(lake.refresh(LakeSnapshot::new(9, 6)).await.is_err());
+        assert!(lake.refresh(LakeSnapshot::new(0, 1)).await.is_err());
+        assert!(lake.refresh(LakeSnapshot::new(s.id, 5)).await.is_err());
+        assert_eq!(lake.served(), None);
+        assert_eq!(lake.counters().refresh_failures, 3);
+        lake.refresh(LakeSnapshot::default()).await.unwrap();
+        assert_eq!(lake.lookup(b"a").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn injected_failures_keep_the_served_snapshot() {
+        let lake = lake_with(&[Record::put("a", "a0", 0), Record::put("a", "a1", 1)]);
+        let s1 = lake.commit(1).unwrap();
+        let s2 = lake.commit(2).unwrap();
+        lake.refresh(s1).await.unwrap();
+        lake.fail_next_refreshes(1);
+        assert!(matches!(lake.refresh(s2).await, Err(Error::Lake(_))));
+        assert_eq!(lake.served(), Some(s1));
+        lake.refresh(s2).await.unwrap();
+        lake.fail_lookups(true);
+        assert!(lake.lookup(b"a").await.is_err());
+        lake.fail_lookups(false);
+        assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a1".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn readers_share_the_table_but_not_the_served_snapshot() {
+        let lake = lake_with(&[Record::put("a", "a0", 0)]);
+        let s1 = lake.commit(1).unwrap();
+        lake.refresh(s1).await.unwrap();
+        let reader = lake.reader();
+        assert_eq!(reader.latest(), Some(s1));
+        assert_eq!(reader.served(), None);
+        assert_eq!(reader.lookup(b"a").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_held_refresh_serves_the_old_snapshot_until_released() {
+        let lake = Arc::new(lake_with(&[
+            Record::put("a", "a0", 0),
+            Record::put("a", "a1", 1),
+        ]));
+        let s1 = lake.commit(1).unwrap();
+        let s2 = lake.commit(2).unwrap();
+        lake.refresh(s1).await.unwrap();
+        lake.hold_refreshes();
+        let task = tokio::spawn({
+            let lake = Arc::clone(&lake);
+            async move { lake.refresh(s2).await }
+        });
+        lake.wait_for_held_refreshes(1).await.unwrap();
+        assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a0".to_vec()));
+        lake.release_refreshes();
+        task.await.unwrap().unwrap();
+        assert_eq!(lake.held_refreshes(), 0);
+        assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a1".to_vec()));
+    }
+}

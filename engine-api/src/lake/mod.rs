@@ -1,0 +1,54 @@
+//! The lake side of a bucket: the [`LakeLookuper`] trait a [`crate::bucket::HistoricalBucket`]
+//! falls back to on a local miss, and [`MemoryLake`], its in-memory reference implementation.
+
+mod gate;
+mod memory;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+
+pub use memory::MemoryLake;
+
+/// A committed lake snapshot: its id and its exclusive end offset (every WAL record with
+/// `offset < end_offset` is in it).
+/// `LakeSnapshot::default()` (id 0, end 0) stands for the empty lake, before any commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LakeSnapshot {
+    /// Snapshot id, as the lake numbers its commits.
+    pub id: u64,
+    /// Exclusive lake log end offset of the snapshot.
+    pub end_offset: u64,
+}
+
+impl LakeSnapshot {
+    /// A snapshot reference.
+    pub fn new(id: u64, end_offset: u64) -> Self {
+        LakeSnapshot { id, end_offset }
+    }
+}
+
+/// Point lookups against the lake table, as of the snapshot it was last refreshed to.
+///
+/// A bucket refreshes the lookuper to a snapshot *before* it publishes the watermark that relies
+/// on it, so a lookup that misses locally always finds a lake at least as new as the entries the
+/// bucket has reclaimed.
+#[async_trait]
+pub trait LakeLookuper: Send + Sync {
+    /// Switches lookups to `snapshot`. On error the lookuper keeps serving what it served before.
+    async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()>;
+
+    /// The key's value in the current snapshot: `None` when absent or deleted.
+    async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+}
+
+#[async_trait]
+impl<L: LakeLookuper + ?Sized> LakeLookuper for std::sync::Arc<L> {
+    async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+        (**self).refresh(snapshot).await
+    }
+
+    async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).lookup(key).await
+    }
+}

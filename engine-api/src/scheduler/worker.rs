@@ -1,0 +1,214 @@
+//! The per-bucket worker task: waits for a request, honours `min_interval`, takes a concurrency
+//! permit, skips buckets with too little to reclaim, and runs the reclaim on a blocking thread
+//! with retries.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
+
+use super::config::SchedulerConfig;
+use super::slot::Slot;
+use super::stats::Event;
+use crate::error::Error;
+
+/// Decrements the live-worker count when the worker ends, however it ends.
+pub(crate) struct AliveGuard(pub(crate) Arc<watch::Sender<usize>>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Everything one bucket's worker needs.
+pub(crate) struct Worker {
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) config: Arc<SchedulerConfig>,
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) alive: AliveGuard,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Resolves once the worker must stop: asked to, or the scheduler is gone (sender dropped).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // An error means the sender was dropped with the scheduler, which is a stop too.
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+impl Worker {
+    pub(crate) async fn run(self) {
+        let Worker {
+            slot,
+            config,
+            permits,
+            mut stop,
+            alive: _alive,
+        } = self;
+        let mut last_start: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                biased;
+                () = stopped(&mut stop) => break,
+                () = slot.woken() => {}
+            }
+            if let Some(previous) = last_start {
+                // Requests arriving during this wait coalesce into the one already waiting.
+                let due = previous.checked_add(config.min_interval);
+                tokio::select! {
+                    biased;
+                    () = stopped(&mut stop) => break,
+                    () = sleep_until(due) => {}
+                }
+            }
+            let permit = tokio::select! {
+                biased;
+                () = stopped(&mut stop) => break,
+                permit = Arc::clone(&permits).acquire_owned() => permit,
+            };
+            let Ok(permit) = permit else { break };
+            if !slot.take_pending() {
+                // A stale wake-up: the request it announced was served by an earlier run.
+                continue;
+            }
+            if below_threshold(&slot, &config).await {
+                continue;
+            }
+            last_start = Some(Instant::now());
+            if let Flow::Stop = reclaim(&slot, &config, &permits, &mut stop, permit).await {
+                break;
+            }
+        }
+        if slot.take_pending() {
+            slot.tally.count(Event::Dropped);
+            tracing::debug!(bucket = %slot.id, "waiting reclaim dropped: worker stopped");
+        }
+        tracing::debug!(bucket = %slot.id, "reclaim worker stopped");
+    }
+}
+
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        // `min_interval` so large the instant overflows: never due again.
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether the bucket has too few covered entries to be worth a reclaim (counted as skipped).
+async fn below_threshold(slot: &Slot, config: &SchedulerConfig) -> bool {
+    if config.min_reclaimable == 0 {
+        return false;
+    }
+    let engine = Arc::clone(&slot.engine);
+    match tokio::task::spawn_blocking(move || engine.stats()).await {
+        Ok(Ok(stats)) if stats.covered_estimate < config.min_reclaimable => {
+            slot.tally.count(Event::Skipped);
+            tracing::debug!(
+                bucket = %slot.id,
+                covered_estimate = stats.covered_estimate,
+                min_reclaimable = config.min_reclaimable,
+                "reclaim skipped: too few covered entries"
+            );
+            true
+        }
+        Ok(Ok(_)) => false,
+        Ok(Err(e)) => {
+            tracing::warn!(bucket = %slot.id, error = %e, "stats failed; reclaiming anyway");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(bucket = %slot.id, error = %e, "stats task failed; reclaiming anyway");
+            false
+        }
+    }
+}
+
+/// One reclaim run: attempts on a blocking thread, retried with exponential backoff. The permit
+/// is released during backoff so other buckets are not held up by a failing one.
+async fn reclaim(
+    slot: &Slot,
+    config: &SchedulerConfig,
+    permits: &Arc<Semaphore>,
+    stop: &mut watch::Receiver<bool>,
+    permit: OwnedSemaphorePermit,
+) -> Flow {
+    let mut permit = Some(permit);
+    let mut retry: u32 = 0;
+    loop {
+        let held = match permit.take() {
+            Some(p) => p,
+            None => {
+                let acquired = tokio::select! {
+                    biased;
+                    () = stopped(stop) => None,
+                    p = Arc::clone(permits).acquire_owned() => p.ok(),
+                };
+                match acquired {
+                    Some(p) => p,
+                    None => {
+                        slot.tally.count(Event::GaveUp);
+                        return Flow::Stop;
+                    }
+                }
+            }
+        };
+        let started = Instant::now();
+        let engine = Arc::clone(&slot.engine);
+        let result = tokio::task::spawn_blocking(move || engine.reclaim()).await;
+        drop(held);
+        let error = match result {
+            Ok(Ok(report)) => {
+                let took = started.elapsed();
+                slot.tally.run(report.removed(), took);
+                tracing::info!(
+                    bucket = %slot.id,
+                    threshold = report.threshold,
+                    values_removed = report.values_removed,
+                    tombstones_removed = report.tombstones_removed,
+                    bytes_before = report.bytes_before,
+                    bytes_after = report.bytes_after,
+                    took_ms = took.as_millis(),
+                    "reclaim finished"
+                );
+                return Flow::Continue;
+            }
+            Ok(Err(e)) => e,
+            Err(join) => Error::backend(slot.engine.backend_name(), join),
+        };
+        slot.tally.count(Event::Failed);
+        if retry >= config.max_retries {
+            slot.tally.count(Event::GaveUp);
+            tracing::error!(
+                bucket = %slot.id,
+                error = %error,
+                retries = retry,
+                "reclaim failed; giving up until the next request"
+            );
+            return Flow::Continue;
+        }
+        let wait = config.backoff(retry);
+        tracing::warn!(
+            bucket = %slot.id,
+            error = %error,
+            retry = retry + 1,
+            backoff_ms = wait.as_millis(),
+            "reclaim failed; retrying"
+        );
+        tokio::select! {
+            biased;
+            () = stopped(stop) => {
+                slot.tally.count(Event::GaveUp);
+                return Flow::Stop;
+            }
+            () = tokio::time::sleep(wait) => {}
+        }
+        retry += 1;
+        slot.tally.count(Event::Retry);
+    }
+}
