@@ -128,3 +128,16 @@ macro_rules! __case_table {
         ];
     };
 }
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __case_fns {
+    (() $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        /// Every case function for factory type `F`, with its entry in [`CASES`] (same order), so
+        /// tools and self-tests can run the whole suite on an engine without the macro.
+        pub fn all_cases<F: $crate::EngineFactory>() -> Vec<(&'static $crate::CaseInfo, fn(F))> {
+            let fns: Vec<fn(F)> = vec![$($crate::cases::$name::<F>,)*];
+            CASES.iter().zip(fns).collect()
+        }
+    };
+}

@@ -1,7 +1,7 @@
 //! Writers, a watermark-advancing reclaimer and readers all at once.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use engine_api::{Engine, EngineOptions, LocalLookup, Record, WriteBatch};
 
@@ -11,6 +11,58 @@ use crate::{EngineFactory, Harness};
 const KEYS: u64 = 40;
 const RECORDS: u64 = 3_000;
 const DISTANCE: u64 = 3;
+/// The writer pauses at every multiple of this many records until the reclaimer and both
+/// readers have made progress, so the threads really interleave even on a very fast backend.
+const CHECKPOINT: u64 = 150;
+const READERS: usize = 2;
+
+/// Progress the writer waits on; `abort` is raised by any thread that panics so nobody waits
+/// forever on a dead thread.
+#[derive(Default)]
+struct Progress {
+    done: AtomicBool,
+    abort: AtomicBool,
+    reclaims: AtomicU64,
+    lookups: [AtomicU64; READERS],
+}
+
+/// Raises `abort` when the thread holding it unwinds.
+struct AbortOnPanic<'a>(&'a Progress);
+
+impl Drop for AbortOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Progress {
+    fn finished(&self) -> bool {
+        self.done.load(Ordering::SeqCst) || self.abort.load(Ordering::SeqCst)
+    }
+
+    /// Yields until the reclaimer and every reader have moved past the given counts.
+    fn wait_for_others(&self, reclaims: u64, lookups: &[u64; READERS]) {
+        while !self.abort.load(Ordering::SeqCst)
+            && (self.reclaims.load(Ordering::SeqCst) <= reclaims
+                || self
+                    .lookups
+                    .iter()
+                    .zip(lookups)
+                    .any(|(now, then)| now.load(Ordering::SeqCst) <= *then))
+        {
+            std::thread::yield_now();
+        }
+    }
+
+    fn snapshot(&self) -> (u64, [u64; READERS]) {
+        (
+            self.reclaims.load(Ordering::SeqCst),
+            std::array::from_fn(|i| self.lookups[i].load(Ordering::SeqCst)),
+        )
+    }
+}
 
 /// The latest applied write of each key: `(offset, is_tombstone)`.
 type Latest = Mutex<Vec<Option<(u64, bool)>>>;
@@ -33,26 +85,27 @@ pub fn concurrent_apply_reclaim_lookup<F: EngineFactory>(factory: F) {
     );
     let e = h.engine();
     let latest: Latest = Mutex::new(vec![None; KEYS as usize]);
-    let done = AtomicBool::new(false);
+    let progress = Progress::default();
 
     std::thread::scope(|s| {
         s.spawn(|| {
-            // Whatever happens, let the others stop.
-            struct Done<'a>(&'a AtomicBool);
-            impl Drop for Done<'_> {
-                fn drop(&mut self) {
-                    self.0.store(true, Ordering::SeqCst);
-                }
-            }
-            let _done = Done(&done);
-            writer(e, &latest);
+            let _abort = AbortOnPanic(&progress);
+            writer(e, &latest, &progress);
+            progress.done.store(true, Ordering::SeqCst);
         });
-        s.spawn(|| reclaimer(e, &done));
-        for seed in 0..2 {
-            let (latest, done) = (&latest, &done);
-            s.spawn(move || reader(e, latest, done, seed));
+        s.spawn(|| {
+            let _abort = AbortOnPanic(&progress);
+            reclaimer(e, &progress);
+        });
+        for id in 0..READERS {
+            let (latest, progress) = (&latest, &progress);
+            s.spawn(move || {
+                let _abort = AbortOnPanic(progress);
+                reader(e, latest, progress, id);
+            });
         }
     });
+    assert!(!progress.abort.load(Ordering::SeqCst));
 
     // After the run: cover everything but the retention margin and reclaim once more.
     let end = e.applied_end();
@@ -93,10 +146,15 @@ pub fn concurrent_apply_reclaim_lookup<F: EngineFactory>(factory: F) {
     }
 }
 
-fn writer<E: Engine>(e: &E, latest: &Latest) {
+fn writer<E: Engine>(e: &E, latest: &Latest, progress: &Progress) {
     let mut rng = SplitMix64(0xC0FFEE);
     let mut offset = 0u64;
-    while offset < RECORDS {
+    let mut seen = progress.snapshot();
+    while offset < RECORDS && !progress.abort.load(Ordering::SeqCst) {
+        if offset / CHECKPOINT != 0 && offset % CHECKPOINT < 8 {
+            progress.wait_for_others(seen.0, &seen.1);
+            seen = progress.snapshot();
+        }
         let n = (1 + rng.below(8)).min(RECORDS - offset);
         let mut b = WriteBatch::new();
         let mut writes = Vec::new();
@@ -130,10 +188,10 @@ fn writer<E: Engine>(e: &E, latest: &Latest) {
     }
 }
 
-fn reclaimer<E: Engine>(e: &E, done: &AtomicBool) {
+fn reclaimer<E: Engine>(e: &E, progress: &Progress) {
     let mut rng = SplitMix64(7);
     let mut last = 0u64;
-    while !done.load(Ordering::SeqCst) {
+    while !progress.finished() {
         let end = e.applied_end();
         let up = e
             .advance_watermark(end.saturating_sub(rng.below(60)))
@@ -153,19 +211,21 @@ fn reclaimer<E: Engine>(e: &E, done: &AtomicBool) {
             "{r:?}"
         );
         assert_eq!(r.corrupt_kept, 0);
+        progress.reclaims.fetch_add(1, Ordering::SeqCst);
         std::thread::yield_now();
     }
 }
 
-fn reader<E: Engine>(e: &E, latest: &Latest, done: &AtomicBool, seed: u64) {
-    let mut rng = SplitMix64(seed);
+fn reader<E: Engine>(e: &E, latest: &Latest, progress: &Progress, id: usize) {
+    let mut rng = SplitMix64(id as u64);
     let mut seen: Vec<Option<u64>> = vec![None; KEYS as usize];
     let mut last_w = 0u64;
     let mut after_done = 0;
     while after_done < KEYS * 2 {
-        if done.load(Ordering::SeqCst) {
+        if progress.finished() {
             after_done += 1;
         }
+        progress.lookups[id].fetch_add(1, Ordering::SeqCst);
         let k = rng.below(KEYS);
         let known = latest.lock().unwrap()[k as usize];
         let got = e.lookup(&key(k)).unwrap();
