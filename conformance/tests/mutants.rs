@@ -419,3 +419,31 @@ fn greedy_mutant_drops_only_at_the_threshold() {
         }
     );
 }
+
+/// A model-based failure shrinks to a short sequence and prints it.
+#[test]
+fn model_based_failure_shrinks_to_a_minimal_sequence() {
+    let payload = catch_unwind(AssertUnwindSafe(|| {
+        conformance::cases::model_based(MutantFactory {
+            mutation: Mutation::GreedyReclaim,
+            enabled: true,
+        })
+    }))
+    .expect_err("model_based must catch the greedy reclaim");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("minimal sequence"), "{message}");
+    let ops: usize = message
+        .split_once(" ops):")
+        .and_then(|(head, _)| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no op count in {message}"));
+    conformance::skip::notice(&format!(
+        "SHRUNK GreedyReclaim model failure to {ops} ops: {}",
+        message.lines().next().unwrap_or_default()
+    ));
+    // A write and a reclaim (maybe an advance between) suffice to show the greedy reclaim.
+    assert!(ops <= 6, "shrunk only to {ops} ops:\n{message}");
+}

@@ -308,7 +308,10 @@ pub fn model_based<F: EngineFactory>(factory: F) {
         run_sequence(&factory, distance, &ops)
     });
     match result {
-        Ok(()) => {}
+        Ok(()) => crate::skip::notice(&format!(
+            "PROPTEST {}::model_based: {cases} sequences passed (set {CASES_ENV} to change)",
+            F::NAME
+        )),
         Err(TestError::Fail(reason, (distance, ops))) => panic!(
             "{}::model_based failed: {reason}\nminimal sequence (retention distance {distance}, {} ops):\n{ops:#?}",
             F::NAME,
