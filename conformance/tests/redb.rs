@@ -2,4 +2,7 @@
 
 mod redb {
     conformance::engine_cases!(conformance::factories::RedbFactory);
+    mod bucket {
+        conformance::bucket_cases!(conformance::factories::RedbFactory);
+    }
 }
