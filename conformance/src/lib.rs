@@ -6,6 +6,7 @@
 //! for the mapping from every clause of the engine contract to the cases that check it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod bucket;
 pub mod cases;
 pub mod factories;
 pub mod factory;

@@ -2,4 +2,7 @@
 
 mod memory {
     conformance::engine_cases!(conformance::factories::MemoryFactory);
+    mod bucket {
+        conformance::bucket_cases!(conformance::factories::MemoryFactory);
+    }
 }

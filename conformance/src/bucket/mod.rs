@@ -1,0 +1,103 @@
+//! Bucket-layer scenarios: a [`engine_api::HistoricalBucket`] over each backend, a
+//! [`engine_api::MemoryLake`] and (where the scenario needs it) a
+//! [`engine_api::ReclaimScheduler`], checked against a model of the WAL.
+//!
+//! [`for_each_bucket_scenario!`](crate::for_each_bucket_scenario) is the **only** list of
+//! scenarios. [`bucket_cases!`](crate::bucket_cases) stamps one `#[test]` per scenario at the call
+//! site; wrap it in `mod bucket` inside the backend's module so tests read
+//! `<backend>::bucket::<scenario>`:
+//!
+//! ```ignore
+//! mod sled {
+//!     conformance::engine_cases!(conformance::factories::SledFactory::default());
+//!     mod bucket {
+//!         conformance::bucket_cases!(conformance::factories::SledFactory::default());
+//!     }
+//! }
+//! ```
+//!
+//! Scenarios that reopen a directory need [`crate::Need::Reopen`]; on a backend without it they
+//! report `SKIPPED <backend>::bucket::<scenario>: ...` on stderr and pass, like the engine cases.
+//! Each stamped test builds its own tokio runtime.
+
+mod continuous;
+mod notifications;
+mod ordering;
+mod restart;
+pub mod support;
+mod tombstones;
+
+pub use continuous::continuous_writer_with_trailing_lake;
+pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
+pub use ordering::refresh_ordering_under_slow_refresh;
+pub use restart::{
+    leader_change_with_newer_lake_snapshot, leader_change_with_older_lake_snapshot,
+    restart_mid_stream,
+};
+pub use tombstones::values_and_tombstones_across_watermark;
+
+/// Calls `$callback! { $args  name [Need, ...] "what it checks", ... }` with every bucket
+/// scenario. `name` is both the test name and the function in [`crate::bucket`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_bucket_scenario {
+    ($callback:ident! $args:tt) => {
+        $crate::$callback! { $args
+            continuous_writer_with_trailing_lake [] "a continuously written bucket, a lake trailing by a moving lag and scheduled reclaims: every lookup answers the model",
+            values_and_tombstones_across_watermark [] "values and tombstones on both sides of W, before and after cleanup: a reclaimed tombstone stays deleted, a local tombstone wins over the lake",
+            repeated_and_out_of_order_notifications [] "repeated and stale lake progress is ignored and counted; W never decreases; clamped progress advances again later",
+            refresh_ordering_under_slow_refresh [] "a held refresh keeps W where it was; lookups racing the publish are always right; a W published without refresh is refused, not answered stale",
+            failed_refresh_leaves_watermark [] "a failed refresh publishes nothing (W, served snapshot, data unchanged); a failing lake lookup is an error",
+            restart_mid_stream [Reopen] "close and reopen mid-stream, recover from the committed snapshot, replay from the returned offset, continue: same answers as the model",
+            leader_change_with_newer_lake_snapshot [Reopen] "a new leader with an older persisted W adopts the newer lake end (also beyond its applied end) and never serves overtaken local versions",
+            leader_change_with_older_lake_snapshot [Reopen] "a new leader given an older lake snapshot keeps its W and refuses lake answers until the lake catches up",
+        }
+    };
+}
+
+/// Stamps every bucket scenario for one backend: one `#[test] fn <scenario>()` each.
+///
+/// `$factory` is evaluated once per test; it must implement [`crate::EngineFactory`].
+#[macro_export]
+macro_rules! bucket_cases {
+    ($factory:expr) => {
+        $crate::for_each_bucket_scenario!(__stamp_bucket_cases!($factory));
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __stamp_bucket_cases {
+    (($factory:expr) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        $(
+            #[doc = $doc]
+            #[test]
+            fn $name() {
+                $crate::skip::run_case(
+                    $factory,
+                    concat!("bucket::", stringify!($name)),
+                    &[$($crate::Need::$need),*],
+                    $crate::bucket::$name,
+                );
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __bucket_scenario_table {
+    (() $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        /// Every bucket scenario, in the order
+        /// [`for_each_bucket_scenario!`](crate::for_each_bucket_scenario) lists them.
+        pub const SCENARIOS: &[$crate::CaseInfo] = &[
+            $($crate::CaseInfo {
+                name: stringify!($name),
+                needs: &[$($crate::Need::$need),*],
+                doc: $doc,
+            },)*
+        ];
+    };
+}
+
+crate::for_each_bucket_scenario!(__bucket_scenario_table!());

@@ -1,0 +1,232 @@
+//! Restarts and leader changes: a new bucket instance on the same directory recovers from the
+//! committed lake snapshot and replays the WAL from the offset it returns.
+
+use std::sync::Arc;
+
+use engine_api::bucket::HistoricalBucket;
+use engine_api::lake::{LakeSnapshot, MemoryLake};
+use engine_api::{Engine, LocalLookup, Progress, ReclaimScheduler};
+
+use super::support::{self, Wal};
+use crate::EngineFactory;
+
+/// Opens a bucket instance on the site's directory with a fresh lookuper over `lake`.
+fn open<F: EngineFactory>(
+    site: &support::Site<F>,
+    lake: &MemoryLake,
+    sched: &ReclaimScheduler,
+) -> (support::Bucket<F>, Arc<MemoryLake>) {
+    let lookuper = Arc::new(lake.reader());
+    let bucket = HistoricalBucket::new(site.open(), lookuper.clone())
+        .with_scheduler(sched, support::BUCKET)
+        .unwrap();
+    (bucket, lookuper)
+}
+
+/// Writes `from..to` while the lake trails by a lag that changes every few batches.
+async fn write_trailing<F: EngineFactory>(
+    bucket: &support::Bucket<F>,
+    lake: &MemoryLake,
+    wal: &Wal,
+    from: u64,
+    to: u64,
+) {
+    for (i, batch) in wal.batches(from, to).into_iter().enumerate() {
+        lake.append_batch(&batch).unwrap();
+        bucket.apply(batch).await.unwrap();
+        if i % 5 == 4 {
+            let lag = 3 + (i as u64 * 11) % 23;
+            let end = bucket.engine().applied_end().saturating_sub(lag);
+            if end > lake.latest().map_or(0, |s| s.end_offset) {
+                support::progress::<F>(bucket, lake, end).await;
+            }
+        }
+    }
+}
+
+/// Closes the instance: unregisters it (waiting for a running reclaim), flushes, and drops every
+/// reference to the engine so the directory can be opened again.
+async fn close<F: EngineFactory>(bucket: support::Bucket<F>) {
+    bucket.close().await.unwrap();
+}
+
+/// Writes half the WAL with a trailing lake and reclaims, closes the bucket (the lake commits
+/// one more snapshot the bucket never hears about), reopens the directory, recovers from the
+/// committed snapshot, replays the WAL from the returned offset (plus some already-applied
+/// records, which are skipped), writes the rest, and answers the model throughout.
+pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
+    let site = support::Site::new(factory);
+    let wal = Wal::generate(0x4E57, 900, 40, 10);
+    support::runtime().block_on(async {
+        let lake = MemoryLake::new();
+        let sched = support::scheduler();
+
+        let (bucket, _) = open(&site, &lake, &sched);
+        assert_eq!(bucket.recover(LakeSnapshot::default()).await.unwrap(), 0);
+        write_trailing::<F>(&bucket, &lake, &wal, 0, 500).await;
+        support::reclaim::<F>(&bucket).await;
+        support::assert_model::<F>(&bucket, &wal, 500, "before the restart").await;
+        let persisted_w = bucket.watermark();
+        assert!(persisted_w > 0 && persisted_w < 500);
+        close::<F>(bucket).await;
+        // The lake commits beyond what the bucket was told, still below the applied end.
+        let committed = lake.commit(499).unwrap();
+        assert!(committed.end_offset > persisted_w);
+
+        let (bucket, lookuper) = open(&site, &lake, &sched);
+        assert_eq!(bucket.watermark(), persisted_w, "W restored");
+        assert_eq!(bucket.engine().applied_end(), 500, "applied end restored");
+        let replay_from = bucket.recover(committed).await.unwrap();
+        assert_eq!(replay_from, 500);
+        assert_eq!(bucket.watermark(), 499);
+        assert_eq!(lookuper.served(), Some(committed));
+        support::reclaim::<F>(&bucket).await;
+        support::assert_model::<F>(&bucket, &wal, 500, "after recovery").await;
+
+        // Replaying a little before the returned offset changes nothing.
+        for batch in wal.batches(replay_from - 40, replay_from) {
+            let outcome = bucket.apply(batch).await.unwrap();
+            assert_eq!(outcome.applied, 0);
+        }
+        write_trailing::<F>(&bucket, &lake, &wal, replay_from, wal.len()).await;
+        support::reclaim::<F>(&bucket).await;
+        support::assert_model::<F>(&bucket, &wal, wal.len(), "after the restart").await;
+        assert!(bucket.stats().lake_fallbacks > 0);
+        close::<F>(bucket).await;
+        sched.shutdown().await;
+    });
+}
+
+/// Leader change to an instance whose persisted `W` is older than the committed lake snapshot:
+/// it adopts the lake's end (never more, never less than it had). Then a replica that lags
+/// the lake (committed end beyond its applied end) takes over: `W` becomes exactly the lake end,
+/// its older local versions of keys the lake has newer versions of are not served, and it
+/// replays from the lake end.
+pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
+    let site = support::Site::new(factory);
+    let wal = Wal::generate(0x1EAD, 400, 30, 6);
+    support::runtime().block_on(async {
+        let lake = MemoryLake::new();
+        let sched = support::scheduler();
+        let mut last_w = 0;
+
+        // Leader A applies 0..300 but hears only of the snapshot ending at 100.
+        let (a, _) = open(&site, &lake, &sched);
+        a.recover(LakeSnapshot::default()).await.unwrap();
+        support::write::<F>(&a, &lake, &wal, 0, 300).await;
+        support::progress::<F>(&a, &lake, 100).await;
+        support::reclaim::<F>(&a).await;
+        assert_eq!(a.watermark(), 100);
+        close::<F>(a).await;
+
+        // The rest of the WAL exists (another replica wrote it); the lake commits up to 250.
+        lake.append(wal.records(300, 400).iter().cloned()).unwrap();
+        let s2 = lake.commit(250).unwrap();
+
+        // B: persisted W = 100 is older than the committed snapshot.
+        let (b, _) = open(&site, &lake, &sched);
+        assert_eq!(b.watermark(), 100);
+        let replay_from = b.recover(s2).await.unwrap();
+        assert_eq!(b.watermark(), 250, "W adopts the lake end");
+        assert!(b.watermark() >= last_w);
+        last_w = b.watermark();
+        assert_eq!(replay_from, 300, "replay from the applied end");
+        support::reclaim::<F>(&b).await;
+        support::assert_model::<F>(&b, &wal, 300, "B after recovery").await;
+        close::<F>(b).await;
+
+        // C: the lake is now beyond this replica's applied end (it lags the lake).
+        let s3 = lake.commit(350).unwrap();
+        // Keys this replica holds an older version of than the lake's.
+        let overtaken: Vec<Vec<u8>> = wal
+            .keys()
+            .into_iter()
+            .filter(|k| {
+                wal.last_write_below(k, 350).is_some_and(|o| {
+                    o >= 300 && wal.last_write_below(k, 300).is_some_and(|p| p >= 250)
+                })
+            })
+            .collect();
+        assert!(!overtaken.is_empty());
+        let (c, _) = open(&site, &lake, &sched);
+        assert_eq!(c.engine().applied_end(), 300);
+        let replay_from = c.recover(s3).await.unwrap();
+        assert_eq!(
+            c.watermark(),
+            350,
+            "W is the lake end, beyond the applied end"
+        );
+        assert!(c.watermark() >= last_w);
+        assert_eq!(replay_from, 350);
+        for key in &overtaken {
+            assert_eq!(c.engine().lookup(key).unwrap(), LocalLookup::Miss);
+        }
+        support::assert_model::<F>(&c, &wal, 350, "C after recovery, before replay").await;
+        support::replay::<F>(&c, &wal, replay_from, 400).await;
+        support::reclaim::<F>(&c).await;
+        support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
+        assert!(c.watermark() <= lake.latest().unwrap().end_offset);
+        close::<F>(c).await;
+        sched.shutdown().await;
+    });
+}
+
+/// Leader change to an instance handed a committed lake snapshot *older* than its persisted
+/// `W`: `W` does not regress (and stays within the lake's real end), the replay starts at the
+/// applied end, local answers are served, and a local miss is refused rather than answered
+/// from the stale snapshot until lake progress brings the lookuper up to `W`.
+pub fn leader_change_with_older_lake_snapshot<F: EngineFactory>(factory: F) {
+    let site = support::Site::new(factory);
+    let wal = Wal::generate(0x01D, 350, 30, 6);
+    support::runtime().block_on(async {
+        let lake = MemoryLake::new();
+        let sched = support::scheduler();
+
+        let (a, _) = open(&site, &lake, &sched);
+        a.recover(LakeSnapshot::default()).await.unwrap();
+        support::write::<F>(&a, &lake, &wal, 0, 300).await;
+        let s1 = lake.commit(100).unwrap();
+        let s2 = support::progress::<F>(&a, &lake, 250).await;
+        support::reclaim::<F>(&a).await;
+        assert_eq!(a.watermark(), 250);
+        close::<F>(a).await;
+
+        let (b, lookuper) = open(&site, &lake, &sched);
+        let replay_from = b.recover(s1).await.unwrap();
+        assert_eq!(b.watermark(), 250, "W never regresses");
+        assert!(b.watermark() <= lake.latest().unwrap().end_offset);
+        assert_eq!(replay_from, 300);
+        assert_eq!(lookuper.served(), Some(s1));
+        let mut refused = 0;
+        for key in wal.keys() {
+            match b.lookup(&key).await {
+                Ok(v) => assert_eq!(v, wal.answer_at(&key, 300), "{}", support::show(&key)),
+                Err(e) => {
+                    assert!(support::is_lake_error(&e), "{e}");
+                    assert_eq!(b.engine().lookup(&key).unwrap(), LocalLookup::Miss);
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 0, "{}: some keys live only in the lake", F::NAME);
+
+        // Progress to the snapshot that fed W refreshes the lookuper without moving W.
+        let p = b.on_lake_progress(s2.id, s2.end_offset).await.unwrap();
+        assert!(matches!(
+            p,
+            Progress::Published {
+                refreshed: true,
+                ..
+            }
+        ));
+        assert_eq!(b.watermark(), 250);
+        support::assert_model::<F>(&b, &wal, 300, "B after the lake caught up").await;
+        support::write::<F>(&b, &lake, &wal, 300, 350).await;
+        support::progress::<F>(&b, &lake, 320).await;
+        support::reclaim::<F>(&b).await;
+        support::assert_model::<F>(&b, &wal, 350, "B after more writes").await;
+        assert!(b.stats().lake_behind > 0);
+        close::<F>(b).await;
+        sched.shutdown().await;
+    });
+}

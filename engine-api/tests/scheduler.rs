@@ -1,0 +1,478 @@
+//! Reclaim scheduler behaviour under tokio's paused clock, with a fake engine that counts
+//! reclaims, records when each started, can fail on demand, and can hold reclaims running.
+//!
+//! Time only moves when every task is idle (auto-advance), and tokio does not auto-advance while
+//! a `spawn_blocking` task runs, so the instants recorded below are exact and deterministic. The
+//! tests never sleep while a reclaim is held at the gate (time could not move); they wait on
+//! watch channels instead.
+
+// Test helpers (gates, fake engines) should fail the test loudly on a poisoned lock.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use engine_api::{
+    ApplyOutcome, BucketId, Engine, EngineOptions, EngineStats, Error, LocalLookup, MemoryEngine,
+    ReclaimReport, ReclaimScheduler, Result, SchedulerConfig, WatermarkUpdate, WriteBatch,
+    scheduler::Requested,
+};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Blocks reclaims (on their blocking thread) until opened or given passes.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    held: bool,
+    passes: usize,
+}
+
+impl Gate {
+    fn hold(&self) {
+        self.state.lock().unwrap().held = true;
+    }
+    fn open(&self) {
+        self.state.lock().unwrap().held = false;
+        self.changed.notify_all();
+    }
+    fn allow(&self, n: usize) {
+        self.state.lock().unwrap().passes += n;
+        self.changed.notify_all();
+    }
+    fn pass(&self) {
+        let mut state = self.state.lock().unwrap();
+        while state.held && state.passes == 0 {
+            state = self.changed.wait(state).unwrap();
+        }
+        if state.held {
+            state.passes -= 1;
+        }
+    }
+}
+
+/// Shared by every fake engine of a test: concurrency tracking and the gate.
+struct Probe {
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    entered: watch::Sender<usize>,
+    gate: Gate,
+}
+
+impl Probe {
+    fn new() -> Arc<Self> {
+        Arc::new(Probe {
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+            entered: watch::Sender::new(0),
+            gate: Gate::default(),
+        })
+    }
+
+    /// Waits until `n` reclaim attempts (over all engines) have started.
+    async fn entered(&self, n: usize) {
+        self.entered
+            .subscribe()
+            .wait_for(|e| *e >= n)
+            .await
+            .unwrap();
+    }
+}
+
+/// A memory engine whose `reclaim` is observable, can fail, and can be held at the gate.
+struct FakeEngine {
+    inner: MemoryEngine,
+    probe: Arc<Probe>,
+    fail_next: AtomicU32,
+    starts: Mutex<Vec<Instant>>,
+}
+
+impl FakeEngine {
+    fn new(probe: &Arc<Probe>) -> Arc<Self> {
+        Arc::new(FakeEngine {
+            inner: MemoryEngine::new(EngineOptions::default()),
+            probe: Arc::clone(probe),
+            fail_next: AtomicU32::new(0),
+            starts: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// `n` keys at offsets `0..n`, with `W = covered`.
+    fn filled(probe: &Arc<Probe>, n: u64, covered: u64) -> Arc<Self> {
+        let engine = Self::new(probe);
+        let batch: WriteBatch = (0..n)
+            .map(|i| engine_api::Record::put(format!("k{i:03}"), format!("v{i}"), i))
+            .collect();
+        engine.inner.apply(&batch).unwrap();
+        engine.inner.advance_watermark(covered).unwrap();
+        engine
+    }
+
+    fn attempts(&self) -> usize {
+        self.starts.lock().unwrap().len()
+    }
+
+    /// Start instants of every reclaim attempt, relative to `t0`.
+    fn starts_since(&self, t0: Instant) -> Vec<Duration> {
+        self.starts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| *s - t0)
+            .collect()
+    }
+}
+
+impl Engine for FakeEngine {
+    fn backend_name(&self) -> &'static str {
+        "fake"
+    }
+    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
+        self.inner.apply(batch)
+    }
+    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
+        self.inner.lookup(key)
+    }
+    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
+        self.inner.advance_watermark(w)
+    }
+    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
+        self.inner.adopt_lake_watermark(lake_end)
+    }
+    fn watermark(&self) -> u64 {
+        self.inner.watermark()
+    }
+    fn applied_end(&self) -> u64 {
+        self.inner.applied_end()
+    }
+    fn reclaim(&self) -> Result<ReclaimReport> {
+        self.starts.lock().unwrap().push(Instant::now());
+        let now = self.probe.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.probe.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        self.probe.entered.send_modify(|e| *e += 1);
+        self.probe.gate.pass();
+        let failing = self
+            .fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let result = if failing {
+            Err(Error::Io(std::io::Error::other("injected reclaim failure")))
+        } else {
+            self.inner.reclaim()
+        };
+        self.probe.in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+    fn stats(&self) -> Result<EngineStats> {
+        self.inner.stats()
+    }
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig::default()
+        .with_min_interval(Duration::from_secs(1))
+        .with_min_reclaimable(0)
+}
+
+fn scheduler(config: SchedulerConfig) -> ReclaimScheduler {
+    ReclaimScheduler::new(config).unwrap()
+}
+
+/// Lets the workers run everything they have (auto-advancing the paused clock).
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+}
+
+const A: BucketId = BucketId(1);
+
+#[tokio::test(start_paused = true)]
+async fn burst_of_1000_requests_runs_at_most_two_reclaims() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config());
+    sched.register(A, engine.clone()).unwrap();
+
+    // The first request starts a run; the other 999 arrive while it runs or waits out
+    // min_interval, so they all fold into the single waiting reclaim.
+    assert_eq!(sched.request(A).unwrap(), Requested::Queued);
+    probe.entered(1).await;
+    for i in 0..999 {
+        let r = sched.request(A).unwrap();
+        assert_eq!(r == Requested::Queued, i == 0, "request {i}");
+        if i % 100 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    settle().await;
+
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!(s.requests, 1000);
+    assert_eq!(s.runs, 2);
+    assert_eq!(s.coalesced, 998);
+    assert_eq!(engine.attempts(), 2);
+    assert_eq!(sched.stats().total, s);
+}
+
+#[tokio::test(start_paused = true)]
+async fn burst_before_the_worker_wakes_runs_once() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config());
+    sched.register(A, engine.clone()).unwrap();
+    for _ in 0..1000 {
+        sched.request(A).unwrap();
+    }
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.requests, s.coalesced, s.runs), (1000, 999, 1));
+    assert_eq!(engine.attempts(), 1);
+    assert_eq!(s.entries_removed, 5);
+    assert!(s.last_duration.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn min_interval_is_respected_exactly() {
+    let interval = Duration::from_secs(10);
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config().with_min_interval(interval));
+    sched.register(A, engine.clone()).unwrap();
+    let t0 = Instant::now();
+
+    sched.request(A).unwrap();
+    probe.entered(1).await;
+    // Immediately again: waits until exactly t0 + interval.
+    sched.request(A).unwrap();
+    probe.entered(2).await;
+    // 3 s later (t = 13 s): due at 20 s; a second request meanwhile coalesces.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    sched.request(A).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(sched.request(A).unwrap(), Requested::Coalesced);
+    probe.entered(3).await;
+    // Long idle: the next request runs at once.
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    let requested_at = Instant::now() - t0;
+    sched.request(A).unwrap();
+    probe.entered(4).await;
+
+    let secs = |s: u64| Duration::from_secs(s);
+    assert_eq!(requested_at, secs(65));
+    assert_eq!(
+        engine.starts_since(t0),
+        vec![secs(0), secs(10), secs(20), secs(65)]
+    );
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.requests, s.coalesced, s.runs), (5, 1, 4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_concurrent_is_never_exceeded_across_50_buckets() {
+    const BUCKETS: usize = 50;
+    const MAX: usize = 4;
+    let probe = Probe::new();
+    let sched = scheduler(config().with_max_concurrent(MAX));
+    let engines: Vec<_> = (0..BUCKETS)
+        .map(|i| {
+            let engine = FakeEngine::filled(&probe, 4, 2);
+            sched.register(BucketId(i as u64), engine.clone()).unwrap();
+            engine
+        })
+        .collect();
+
+    probe.gate.hold();
+    for i in 0..BUCKETS {
+        sched.request(BucketId(i as u64)).unwrap();
+    }
+    // Exactly MAX reclaims get in; each one let through admits exactly one more.
+    probe.entered(MAX).await;
+    assert_eq!(probe.in_flight.load(Ordering::SeqCst), MAX);
+    for released in 1..=BUCKETS - MAX {
+        probe.gate.allow(1);
+        probe.entered(MAX + released).await;
+        assert!(probe.in_flight.load(Ordering::SeqCst) <= MAX);
+    }
+    probe.gate.open();
+    settle().await;
+
+    assert_eq!(probe.max_in_flight.load(Ordering::SeqCst), MAX);
+    assert!(engines.iter().all(|e| e.attempts() == 1));
+    let total = sched.stats().total;
+    assert_eq!(
+        (total.requests, total.runs, total.entries_removed),
+        (50, 50, 100)
+    );
+    assert_eq!(sched.stats().buckets.len(), BUCKETS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn buckets_below_min_reclaimable_are_skipped() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 3);
+    let sched = scheduler(config().with_min_reclaimable(5));
+    sched.register(A, engine.clone()).unwrap();
+
+    sched.request(A).unwrap();
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.skipped, s.runs), (1, 0));
+    assert_eq!(engine.attempts(), 0);
+    assert_eq!(engine.stats().unwrap().covered_estimate, 3);
+
+    // More accumulates: the next request runs.
+    engine.advance_watermark(8).unwrap();
+    sched.request(A).unwrap();
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 8));
+    assert_eq!(engine.stats().unwrap().covered_estimate, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_reclaims_are_retried_with_backoff_and_data_is_untouched() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    engine.fail_next.store(3, Ordering::SeqCst);
+    let sched = scheduler(
+        config()
+            .with_retry_backoff(Duration::from_millis(100), Duration::from_millis(250))
+            .with_max_retries(5),
+    );
+    sched.register(A, engine.clone()).unwrap();
+    let t0 = Instant::now();
+    let before = engine.inner.entries().unwrap();
+
+    sched.request(A).unwrap();
+    probe.entered(1).await;
+    // Half-way through the first backoff: one failure, nothing removed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.failed, s.runs), (1, 0));
+    assert_eq!(engine.inner.entries().unwrap(), before);
+
+    settle().await;
+    let ms = Duration::from_millis;
+    // Backoff 100 ms, 200 ms, then capped at 250 ms.
+    assert_eq!(
+        engine.starts_since(t0),
+        vec![ms(0), ms(100), ms(300), ms(550)]
+    );
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.failed, s.retries, s.gave_up, s.runs), (3, 3, 0, 1));
+    // Exactly the covered entries went; the rest is intact.
+    let after = engine.inner.entries().unwrap();
+    assert_eq!(after, before[5..]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reclaim_gives_up_after_max_retries_until_the_next_request() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    engine.fail_next.store(100, Ordering::SeqCst);
+    let sched = scheduler(
+        config()
+            .with_retry_backoff(Duration::from_millis(10), Duration::from_secs(1))
+            .with_max_retries(2),
+    );
+    sched.register(A, engine.clone()).unwrap();
+    let before = engine.inner.entries().unwrap();
+
+    sched.request(A).unwrap();
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.failed, s.retries, s.gave_up, s.runs), (3, 2, 1, 0));
+    assert_eq!(engine.inner.entries().unwrap(), before);
+
+    engine.fail_next.store(0, Ordering::SeqCst);
+    sched.request(A).unwrap();
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.failed, s.gave_up, s.runs), (3, 1, 1));
+    assert_eq!(engine.inner.entries().unwrap(), before[5..]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_running_reclaims_and_refuses_new_requests() {
+    let probe = Probe::new();
+    let a = FakeEngine::filled(&probe, 10, 5);
+    let b = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config());
+    sched.register(A, a.clone()).unwrap();
+    sched.register(BucketId(2), b.clone()).unwrap();
+
+    probe.gate.hold();
+    sched.request(A).unwrap();
+    probe.entered(1).await;
+    // A waiting reclaim behind the running one; it is dropped by shutdown.
+    assert_eq!(sched.request(A).unwrap(), Requested::Queued);
+
+    let shutdown = tokio::spawn({
+        let sched = sched.clone();
+        async move { sched.shutdown().await }
+    });
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown returned while a reclaim was running"
+    );
+    assert!(sched.is_shut_down());
+    assert!(matches!(sched.request(A), Err(Error::Closed)));
+    assert!(matches!(sched.request(BucketId(2)), Err(Error::Closed)));
+    let c = FakeEngine::new(&probe);
+    assert!(matches!(sched.register(BucketId(3), c), Err(Error::Closed)));
+
+    probe.gate.open();
+    shutdown.await.unwrap();
+    // A second call returns at once; everything has stopped.
+    sched.shutdown().await;
+
+    let stats = sched.stats();
+    assert_eq!((stats.total.runs, stats.total.dropped), (1, 1));
+    assert_eq!(stats.rejected, 2);
+    assert!(stats.buckets.is_empty());
+    assert_eq!((a.attempts(), b.attempts()), (1, 0));
+    // The scheduler let go of the engines.
+    assert_eq!(Arc::strong_count(&a), 1);
+    assert_eq!(Arc::strong_count(&b), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unregister_releases_the_engine_and_unknown_buckets_are_rejected() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config());
+    sched.register(A, engine.clone()).unwrap();
+    assert!(matches!(
+        sched.register(A, engine.clone()),
+        Err(Error::InvalidInput(_))
+    ));
+    sched.request(A).unwrap();
+    settle().await;
+    assert!(sched.unregister(A).await);
+    assert_eq!(Arc::strong_count(&engine), 1);
+    assert!(matches!(sched.request(A), Err(Error::InvalidInput(_))));
+    assert!(!sched.unregister(A).await);
+    let stats = sched.stats();
+    assert_eq!((stats.total.runs, stats.rejected), (1, 1));
+    assert!(stats.buckets.is_empty());
+}
+
+#[test]
+fn new_outside_a_runtime_is_an_error() {
+    assert!(matches!(
+        ReclaimScheduler::new(SchedulerConfig::default()),
+        Err(Error::Unsupported(_))
+    ));
+}
