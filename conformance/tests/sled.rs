@@ -1,5 +1,8 @@
-//! sled conformance: the whole suite on the sled backend.
+//! sled conformance: the whole suite and the bucket scenarios on the sled backend.
 
 mod sled {
     conformance::engine_cases!(conformance::factories::SledFactory);
+    mod bucket {
+        conformance::bucket_cases!(conformance::factories::SledFactory);
+    }
 }
