@@ -1,1 +1,30 @@
-//! Tidemark rocksdb backend.
+//! # Tidemark RocksDB backend
+//!
+//! [`RocksDbEngine`] stores one bucket in one RocksDB database and reclaims covered entries with a
+//! general **tag-threshold compaction filter** ([`filter`]): an entry is removed when
+//! `tag + distance <= supplier()`, the supplier being read once per compaction. The watermark is
+//! one supplier and a wall-clock TTL another ([`suppliers`]). `reclaim()` flushes and compacts the
+//! whole `data` column family down to the bottom level, so everything covered when it starts is
+//! physically gone when it returns.
+//!
+//! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
+//! one rate limiter and bounded background thread pools.
+
+pub mod context;
+pub mod covered;
+pub mod engine;
+pub mod filter;
+pub mod meta;
+pub mod suppliers;
+
+pub use context::{ContextOptions, RocksDbContext};
+pub use engine::RocksDbEngine;
+pub use filter::{
+    FilterCounterSnapshot, FilterCounters, TagThresholdFilter, TagThresholdFilterFactory,
+    ThresholdSupplier,
+};
+
+/// Wraps a RocksDB error as [`engine_api::Error::Backend`].
+pub(crate) fn rocks_err(e: rocksdb::Error) -> engine_api::Error {
+    engine_api::Error::backend(engine::BACKEND, e)
+}

@@ -1,1 +1,5 @@
-//! rocksdb conformance
+//! rocksdb conformance: the whole suite on the RocksDB backend.
+
+mod rocksdb {
+    conformance::engine_cases!(conformance::factories::RocksDbFactory);
+}

@@ -1,1 +1,35 @@
-//! rocksdb factory (written with the rocksdb backend issue).
+//! rocksdb factory: [`backend_rocksdb::RocksDbEngine`] in the case's directory, opened from the
+//! process-wide default context so every case shares one cache and one set of threads.
+
+use std::path::Path;
+
+use backend_rocksdb::RocksDbEngine;
+use engine_api::{EngineOptions, OpenEngine, Result};
+
+use crate::factory::{Capabilities, EngineFactory};
+
+/// Opens [`RocksDbEngine`]s; RocksDB persists and accepts raw bytes, but only estimates the
+/// number of live keys.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RocksDbFactory;
+
+impl EngineFactory for RocksDbFactory {
+    type Engine = RocksDbEngine;
+    const NAME: &'static str = "rocksdb";
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reopen: true,
+            exact_live_entries: false,
+            raw_injection: true,
+        }
+    }
+
+    fn open(&self, dir: &Path, options: EngineOptions) -> Result<RocksDbEngine> {
+        RocksDbEngine::open(dir, options)
+    }
+
+    fn inject_raw(&self, engine: &RocksDbEngine, key: &[u8], stored: &[u8]) -> Result<()> {
+        engine.insert_raw(key, stored)
+    }
+}

@@ -1,0 +1,169 @@
+//! The context many buckets share: one block cache, one memtable budget, one rate limiter and
+//! bounded background thread pools for every engine opened from it.
+//!
+//! A process hosting hundreds of buckets must not get hundreds of caches, memtable budgets and
+//! thread pools. Every engine opened with [`crate::RocksDbEngine::open_in`] clones its RocksDB
+//! options from the context's base options; the clone shares the base's `shared_ptr`s, so the
+//! cache, the write-buffer manager and the rate limiter are one object each.
+//!
+//! Thread pools: RocksDB runs flushes and compactions on the thread pools of its `Env`, and the
+//! default `Env` is a process-wide singleton. The context sizes those pools once (the last context
+//! created wins), so the number of background threads is bounded by the pool sizes no matter how
+//! many buckets are open; each bucket's `max_background_jobs` only bounds how many of its own jobs
+//! may be queued at a time.
+
+use std::sync::{Arc, Mutex};
+
+use engine_api::{Error, Result};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
+};
+
+use crate::rocks_err;
+
+/// Sizes and limits of a [`RocksDbContext`]. `Default` suits a process with many small buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// Block cache shared by every bucket, in bytes (default 64 MiB).
+    pub block_cache_bytes: usize,
+    /// Memory budget for all memtables of all buckets, in bytes (default 128 MiB). Past ~90% of it
+    /// the bucket being written flushes its memtable.
+    pub write_buffer_budget_bytes: usize,
+    /// Per-bucket memtable size before a flush, in bytes (default 8 MiB).
+    pub write_buffer_bytes: usize,
+    /// Flush and compaction write rate across all buckets, bytes per second (default 256 MiB/s;
+    /// `None` disables the limiter).
+    pub rate_limit_bytes_per_sec: Option<u64>,
+    /// Threads of the low-priority (compaction) pool shared by the process (default 2).
+    pub compaction_threads: u32,
+    /// Threads of the high-priority (flush) pool shared by the process (default 1).
+    pub flush_threads: u32,
+    /// Background jobs one bucket may have scheduled at once (default 2).
+    pub max_background_jobs_per_bucket: u32,
+    /// Table files one bucket keeps open (default 64), bounding file descriptors per bucket.
+    pub max_open_files_per_bucket: u32,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions {
+            block_cache_bytes: 64 << 20,
+            write_buffer_budget_bytes: 128 << 20,
+            write_buffer_bytes: 8 << 20,
+            rate_limit_bytes_per_sec: Some(256 << 20),
+            compaction_threads: 2,
+            flush_threads: 1,
+            max_background_jobs_per_bucket: 2,
+            max_open_files_per_bucket: 64,
+        }
+    }
+}
+
+/// Shared RocksDB resources; cheap to clone (an `Arc`). Engines keep their context alive.
+#[derive(Clone)]
+pub struct RocksDbContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    base: Options,
+    cache: Cache,
+    write_buffers: WriteBufferManager,
+    settings: ContextOptions,
+}
+
+impl std::fmt::Debug for RocksDbContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksDbContext")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RocksDbContext {
+    /// Creates the shared resources and sizes the process's background thread pools.
+    pub fn new(settings: ContextOptions) -> Result<Self> {
+        let mut env = Env::new().map_err(rocks_err)?;
+        env.set_background_threads(to_c_int(settings.compaction_threads.max(1)));
+        env.set_high_priority_background_threads(to_c_int(settings.flush_threads.max(1)));
+
+        let cache = Cache::new_lru_cache(settings.block_cache_bytes);
+        // No stall: a bucket over budget flushes itself; stalling would couple unrelated buckets.
+        let write_buffers =
+            WriteBufferManager::new_write_buffer_manager(settings.write_buffer_budget_bytes, false);
+
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(10.0, false);
+        table.set_cache_index_and_filter_blocks(true);
+
+        let mut base = Options::default();
+        base.set_env(&env);
+        base.set_write_buffer_manager(&write_buffers);
+        base.set_block_based_table_factory(&table);
+        if let Some(rate) = settings.rate_limit_bytes_per_sec {
+            let rate = i64::try_from(rate.max(1)).unwrap_or(i64::MAX);
+            base.set_ratelimiter(rate, 100_000, 10);
+        }
+        base.set_max_background_jobs(to_c_int(settings.max_background_jobs_per_bucket.max(1)));
+        base.set_max_open_files(to_c_int(settings.max_open_files_per_bucket.max(16)));
+        base.set_write_buffer_size(settings.write_buffer_bytes.max(64 << 10));
+        // Small arena blocks: hundreds of idle memtables must not each reserve a megabyte.
+        base.set_arena_block_size(64 << 10);
+        base.set_compression_type(DBCompressionType::Lz4);
+        // Keep per-bucket housekeeping files small: hundreds of buckets share one disk.
+        base.set_log_level(LogLevel::Warn);
+        base.set_keep_log_file_num(2);
+        base.set_max_log_file_size(1 << 20);
+        base.set_max_manifest_file_size(4 << 20);
+        base.set_stats_dump_period_sec(0);
+        base.set_stats_persist_period_sec(0);
+        base.set_max_total_wal_size(64 << 20);
+
+        Ok(RocksDbContext {
+            inner: Arc::new(Inner {
+                base,
+                cache,
+                write_buffers,
+                settings,
+            }),
+        })
+    }
+
+    /// The process-wide default context ([`ContextOptions::default`]), created on first use;
+    /// `OpenEngine::open` opens engines from it.
+    pub fn global() -> Result<Self> {
+        static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
+        let mut slot = GLOBAL.lock().map_err(|_| Error::Closed)?;
+        if let Some(ctx) = slot.as_ref() {
+            return Ok(ctx.clone());
+        }
+        let ctx = RocksDbContext::new(ContextOptions::default())?;
+        *slot = Some(ctx.clone());
+        Ok(ctx)
+    }
+
+    /// The settings it was created with.
+    pub fn settings(&self) -> &ContextOptions {
+        &self.inner.settings
+    }
+
+    /// Bytes the shared block cache currently holds.
+    pub fn block_cache_usage(&self) -> usize {
+        self.inner.cache.get_usage()
+    }
+
+    /// Bytes all memtables of all buckets currently hold.
+    pub fn memtable_usage(&self) -> usize {
+        self.inner.write_buffers.get_usage()
+    }
+
+    /// A copy of the base options: shares the cache, budget, limiter and `Env`.
+    pub(crate) fn options(&self) -> Options {
+        self.inner.base.clone()
+    }
+}
+
+fn to_c_int(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}

@@ -1,0 +1,453 @@
+//! [`RocksDbEngine`]: one bucket in one RocksDB database.
+//!
+//! Layout: the bucket directory holds the Tidemark marker and a `db/` subdirectory with the
+//! RocksDB database. Column family `data` maps each key to its tagged value (values and
+//! tombstones alike, so the compaction filter sees both; a tombstone is never a RocksDB delete)
+//! and carries the watermark compaction filter. Column family `meta` holds the watermark, the
+//! applied end and the format version.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use engine_api::batch::validate_key;
+use engine_api::codec::{self, FORMAT_VERSION};
+use engine_api::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
+use engine_api::{
+    ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
+    ReclaimReport, Result, WatermarkUpdate, WriteBatch, layout,
+};
+use rocksdb::{
+    BottommostLevelCompaction, ColumnFamily, ColumnFamilyDescriptor, CompactOptions, DB,
+    FlushOptions, WriteOptions, properties,
+};
+
+use crate::context::RocksDbContext;
+use crate::covered::CoveredTracker;
+use crate::filter::{FilterCounterSnapshot, FilterCounters};
+use crate::meta;
+use crate::rocks_err;
+use crate::suppliers::watermark_filter_factory;
+
+/// Backend name written into the directory marker.
+pub const BACKEND: &str = "rocksdb";
+/// Subdirectory of the bucket directory holding the RocksDB database.
+pub const DB_DIR: &str = "db";
+/// Column family of the tagged values.
+pub const DATA_CF: &str = "data";
+/// Column family of the watermark, applied end and format version.
+pub const META_CF: &str = "meta";
+
+/// A Tidemark engine on RocksDB; reclaims with the watermark compaction filter.
+///
+/// ```no_run
+/// use backend_rocksdb::{ContextOptions, RocksDbContext, RocksDbEngine};
+/// use engine_api::{Engine, EngineOptions};
+///
+/// let ctx = RocksDbContext::new(ContextOptions::default())?;
+/// let engine = RocksDbEngine::open_in(&ctx, "/tmp/bucket-1".as_ref(), EngineOptions::default())?;
+/// engine.put(b"k", b"v", 0)?;
+/// engine.advance_watermark(1)?;
+/// assert_eq!(engine.reclaim()?.values_removed, 1);
+/// # Ok::<(), engine_api::Error>(())
+/// ```
+pub struct RocksDbEngine {
+    // Declared first so it is dropped (closed) before anything the filter factory shares.
+    db: DB,
+    db_path: PathBuf,
+    options: EngineOptions,
+    context: RocksDbContext,
+    /// The in-memory `W` the filter reads; published only after it is durable.
+    watermark: Arc<AtomicU64>,
+    applied_end: AtomicU64,
+    /// Serialises `apply`, `advance_watermark` and raw writes: plans read `W` and the applied end.
+    writer: Mutex<()>,
+    /// Serialises `reclaim`, so the filter-counter delta over one call belongs to that call.
+    reclaimer: Mutex<()>,
+    covered: Mutex<CoveredTracker>,
+    counters: Counters,
+    filter_counters: Arc<FilterCounters>,
+}
+
+impl std::fmt::Debug for RocksDbEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksDbEngine")
+            .field("db_path", &self.db_path)
+            .field("watermark", &self.watermark.load(Ordering::Relaxed))
+            .field("applied_end", &self.applied_end.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl RocksDbEngine {
+    /// Opens (creating when missing) the bucket at `path` with the shared resources of `context`.
+    pub fn open_in(context: &RocksDbContext, path: &Path, options: EngineOptions) -> Result<Self> {
+        layout::claim_directory(path, BACKEND)?;
+        let db_path = path.join(DB_DIR);
+        let watermark = Arc::new(AtomicU64::new(0));
+        let filter_counters = Arc::new(FilterCounters::default());
+
+        let mut db_opts = context.options();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        let mut data_opts = context.options();
+        data_opts.set_compaction_filter_factory(
+            watermark_filter_factory(Arc::clone(&watermark), options.retention_distance)
+                .with_counters(Arc::clone(&filter_counters)),
+        );
+        let mut meta_opts = context.options();
+        meta_opts.set_write_buffer_size(256 << 10);
+        let db = DB::open_cf_descriptors(
+            &db_opts,
+            &db_path,
+            [
+                ColumnFamilyDescriptor::new(DATA_CF, data_opts),
+                ColumnFamilyDescriptor::new(META_CF, meta_opts),
+            ],
+        )
+        .map_err(rocks_err)?;
+
+        let engine = RocksDbEngine {
+            db,
+            db_path,
+            options,
+            context: context.clone(),
+            watermark,
+            applied_end: AtomicU64::new(0),
+            writer: Mutex::new(()),
+            reclaimer: Mutex::new(()),
+            covered: Mutex::new(CoveredTracker::default()),
+            counters: Counters::default(),
+            filter_counters,
+        };
+        engine.restore_meta()?;
+        Ok(engine)
+    }
+
+    /// Reads (or, for a new store, writes) the metadata and publishes it in memory.
+    fn restore_meta(&self) -> Result<()> {
+        let format = self.read_meta(meta::FORMAT_VERSION)?;
+        let watermark = self.read_meta(meta::WATERMARK)?;
+        let applied_end = self.read_meta(meta::APPLIED_END)?;
+        match format {
+            Some(v) if v == 0 || v > u64::from(FORMAT_VERSION) => {
+                return Err(Error::UnsupportedFormat {
+                    path: self.db_path.clone(),
+                    found: u32::try_from(v).unwrap_or(u32::MAX),
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Some(_) => {}
+            None if watermark.is_none() && applied_end.is_none() => {
+                self.put_meta_synced(meta::FORMAT_VERSION, u64::from(FORMAT_VERSION))?;
+            }
+            None => {
+                return Err(Error::corrupt(
+                    meta::FORMAT_VERSION,
+                    "missing from a store that has a watermark or applied end",
+                ));
+            }
+        }
+        let applied_end = applied_end.unwrap_or(0);
+        self.watermark
+            .store(watermark.unwrap_or(0), Ordering::Release);
+        self.applied_end.store(applied_end, Ordering::Release);
+        let keys = self.data_property(properties::ESTIMATE_NUM_KEYS)?;
+        *self.covered_lock()? = CoveredTracker::seeded(applied_end, keys);
+        Ok(())
+    }
+
+    /// The context this engine shares resources with.
+    pub fn context(&self) -> &RocksDbContext {
+        &self.context
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// The RocksDB database directory (`<bucket>/db`).
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// What the compaction filter did across *every* compaction since open, including RocksDB's
+    /// own background compactions (which also remove covered entries; `reclaim` reports only what
+    /// happened during its call).
+    pub fn filter_counters(&self) -> FilterCounterSnapshot {
+        self.filter_counters.snapshot()
+    }
+
+    /// Stores `stored` verbatim under `key`, bypassing the codec and the applied end.
+    ///
+    /// **For corruption tests only** (the conformance suite's raw injection): it lets a test place
+    /// bytes the codec would never write, to check that reclamation keeps and counts them.
+    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        validate_key(key)?;
+        let _writer = self.writer_lock()?;
+        let mut opts = WriteOptions::default();
+        opts.set_sync(self.options.sync_writes);
+        self.db
+            .put_cf_opt(self.cf(DATA_CF)?, key, stored, &opts)
+            .map_err(rocks_err)
+    }
+
+    /// Flushes the memtables of both column families into table files (no compaction, so no
+    /// filtering: RocksDB filters only in compactions).
+    pub fn flush_memtables(&self) -> Result<()> {
+        let mut opts = FlushOptions::default();
+        opts.set_wait(true);
+        for name in [DATA_CF, META_CF] {
+            self.db
+                .flush_cf_opt(self.cf(name)?, &opts)
+                .map_err(rocks_err)?;
+        }
+        Ok(())
+    }
+
+    /// Table files per level of the `data` column family (index = level).
+    pub fn data_files_per_level(&self) -> Result<Vec<u64>> {
+        (0..7)
+            .map(|level| self.data_property(properties::num_files_at_level(level)))
+            .collect()
+    }
+
+    /// Live table-file bytes of the `data` column family.
+    pub fn live_sst_bytes(&self) -> Result<u64> {
+        self.data_property(properties::LIVE_SST_FILES_SIZE)
+    }
+
+    fn cf(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| Error::backend(BACKEND, format!("column family {name:?} is missing")))
+    }
+
+    fn data_property(&self, name: impl rocksdb::CStrLike) -> Result<u64> {
+        Ok(self
+            .db
+            .property_int_value_cf(self.cf(DATA_CF)?, name)
+            .map_err(rocks_err)?
+            .unwrap_or(0))
+    }
+
+    fn background_errors(&self) -> Result<u64> {
+        Ok(self
+            .db
+            .property_int_value(properties::BACKGROUND_ERRORS)
+            .map_err(rocks_err)?
+            .unwrap_or(0))
+    }
+
+    fn read_meta(&self, key: &[u8]) -> Result<Option<u64>> {
+        let value = self
+            .db
+            .get_pinned_cf(self.cf(META_CF)?, key)
+            .map_err(rocks_err)?;
+        meta::decode(key, value.as_deref())
+    }
+
+    fn put_meta_synced(&self, key: &[u8], value: u64) -> Result<()> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db
+            .put_cf_opt(self.cf(META_CF)?, key, meta::encode(value), &opts)
+            .map_err(rocks_err)
+    }
+
+    /// Persists a moved watermark with a synced write, then publishes it to the filter.
+    fn publish_watermark(&self, update: WatermarkUpdate) -> Result<WatermarkUpdate> {
+        if update.moved {
+            self.put_meta_synced(meta::WATERMARK, update.current)?;
+            self.watermark.store(update.current, Ordering::Release);
+        }
+        Ok(update)
+    }
+
+    fn writer_lock(&self) -> Result<MutexGuard<'_, ()>> {
+        // A poisoned lock means a panic mid-write elsewhere; refuse rather than guess.
+        self.writer.lock().map_err(|_| Error::Closed)
+    }
+
+    fn covered_lock(&self) -> Result<MutexGuard<'_, CoveredTracker>> {
+        self.covered.lock().map_err(|_| Error::Closed)
+    }
+
+    fn threshold(&self) -> u64 {
+        reclaim_threshold(
+            self.watermark.load(Ordering::Acquire),
+            self.options.retention_distance,
+        )
+    }
+}
+
+impl OpenEngine for RocksDbEngine {
+    /// Opens from the process-wide default context ([`RocksDbContext::global`]).
+    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+        RocksDbEngine::open_in(&RocksDbContext::global()?, path, options)
+    }
+}
+
+impl Engine for RocksDbEngine {
+    fn backend_name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
+        let _writer = self.writer_lock()?;
+        let applied_end = self.applied_end.load(Ordering::Acquire);
+        let plan = plan_apply(batch, self.watermark.load(Ordering::Acquire), applied_end)?;
+        if plan.advances(applied_end) {
+            let data = self.cf(DATA_CF)?;
+            let mut write = rocksdb::WriteBatch::default();
+            for record in &plan.writes {
+                write.put_cf(data, record.key(), record.encoded_value());
+            }
+            // The applied end rides in the same atomic write: a crash never separates them.
+            write.put_cf(
+                self.cf(META_CF)?,
+                meta::APPLIED_END,
+                meta::encode(plan.outcome.applied_end),
+            );
+            let mut opts = WriteOptions::default();
+            opts.set_sync(self.options.sync_writes);
+            self.db.write_opt(write, &opts).map_err(rocks_err)?;
+            self.applied_end
+                .store(plan.outcome.applied_end, Ordering::Release);
+            if let (Some(first), Some(last)) = (plan.writes.first(), plan.writes.last()) {
+                self.covered_lock()?.record(
+                    first.offset(),
+                    last.offset(),
+                    plan.writes.len() as u64,
+                );
+            }
+        }
+        self.counters.record_apply(&plan.outcome);
+        Ok(plan.outcome)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
+        validate_key(key)?;
+        match self
+            .db
+            .get_pinned_cf(self.cf(DATA_CF)?, key)
+            .map_err(rocks_err)?
+        {
+            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, &bytes)?)),
+            None => Ok(LocalLookup::Miss),
+        }
+    }
+
+    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
+        let _writer = self.writer_lock()?;
+        self.publish_watermark(plan_advance(
+            self.watermark.load(Ordering::Acquire),
+            self.applied_end.load(Ordering::Acquire),
+            w,
+        ))
+    }
+
+    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
+        let _writer = self.writer_lock()?;
+        self.publish_watermark(plan_adopt(self.watermark.load(Ordering::Acquire), lake_end))
+    }
+
+    fn watermark(&self) -> u64 {
+        self.watermark.load(Ordering::Acquire)
+    }
+
+    fn applied_end(&self) -> u64 {
+        self.applied_end.load(Ordering::Acquire)
+    }
+
+    /// Flush, then a manual compaction of the whole `data` column family down to and including
+    /// the bottom level, during which the filter removes what the watermark covers.
+    ///
+    /// The report's counts are the filter counters' change over this call (calls are serialised).
+    /// RocksDB's background compactions run the same filter at other times and remove covered
+    /// entries too; those are not attributed to any reclaim (see [`Self::filter_counters`]).
+    /// Bottommost compaction is `ForceOptimized`: every file is filtered, but files the same call
+    /// just wrote to the bottom level are not rewritten again, so each entry is met once.
+    fn reclaim(&self) -> Result<ReclaimReport> {
+        let started = Instant::now();
+        let _reclaimer = self.reclaimer.lock().map_err(|_| Error::Closed)?;
+        let threshold = self.threshold();
+        let counters_before = self.filter_counters.snapshot();
+        let errors_before = self.background_errors()?;
+
+        self.flush_memtables()?;
+        let bytes_before = self.live_sst_bytes()?;
+        let mut opts = CompactOptions::default();
+        opts.set_exclusive_manual_compaction(true);
+        opts.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
+        self.db
+            .compact_range_cf_opt(self.cf(DATA_CF)?, None::<&[u8]>, None::<&[u8]>, &opts);
+        // compact_range reports no status through the C API; background errors stand in for it.
+        let errors_after = self.background_errors()?;
+        if errors_after > errors_before {
+            return Err(Error::backend(
+                BACKEND,
+                format!(
+                    "compaction failed during reclaim ({} new background errors)",
+                    errors_after - errors_before
+                ),
+            ));
+        }
+        let bytes_after = self.live_sst_bytes()?;
+
+        let delta = self.filter_counters.snapshot().since(&counters_before);
+        if delta.panics > 0 {
+            tracing::error!(
+                panics = delta.panics,
+                "compaction filter panicked; the entries were kept"
+            );
+        }
+        let report = ReclaimReport {
+            threshold,
+            values_removed: delta.removed_values,
+            tombstones_removed: delta.removed_tombstones,
+            corrupt_kept: delta.kept_corrupt,
+            bytes_before,
+            bytes_after,
+            duration: started.elapsed(),
+        };
+        self.covered_lock()?.reclaimed(threshold);
+        self.counters.record_reclaim(&report);
+        tracing::debug!(?report, path = %self.db_path.display(), "rocksdb reclaim");
+        Ok(report)
+    }
+
+    fn stats(&self) -> Result<EngineStats> {
+        let covered_estimate = self.covered_lock()?.estimate(self.threshold());
+        Ok(EngineStats {
+            watermark: self.watermark(),
+            applied_end: self.applied_end(),
+            bytes_on_disk: dir_bytes(&self.db_path)?,
+            live_entries: self.data_property(properties::ESTIMATE_NUM_KEYS)?,
+            live_entries_exact: false,
+            covered_estimate,
+            counters: self.counters.snapshot(),
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(rocks_err)
+    }
+}
+
+/// Bytes of the regular files directly inside `dir` (RocksDB keeps its files flat).
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0u64;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        // A file deleted between listing and stat (an obsolete SST) simply no longer counts.
+        if let Ok(meta) = entry.metadata()
+            && meta.is_file()
+        {
+            total = total.saturating_add(meta.len());
+        }
+    }
+    Ok(total)
+}
