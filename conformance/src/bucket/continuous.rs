@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use engine_api::bucket::HistoricalBucket;
 use engine_api::lake::{LakeSnapshot, MemoryLake};
@@ -15,6 +16,14 @@ const RECORDS: u64 = 2_400;
 const KEYS: u64 = 48;
 const COLD: u64 = 12;
 const READERS: u64 = 2;
+/// Every this many batches the writer waits until the tiering task has looked at its progress,
+/// so lake progress really interleaves with writing however fast the backend is.
+const CHECKPOINT: usize = 16;
+/// The lag is at most this many offsets.
+const MAX_LAG: u64 = 37;
+/// A snapshot is committed only this many offsets past the previous one, which bounds the
+/// number of (durable, hence slow) watermark advances on disk backends.
+const MIN_STEP: u64 = 8;
 
 /// Shared progress of the writer: `applying` is raised before a batch is applied and `applied`
 /// after, so a reader knows the range of WAL ends its lookup may have observed.
@@ -47,11 +56,13 @@ pub fn continuous_writer_with_trailing_lake<F: EngineFactory>(factory: F) {
 
         let writer = Arc::new(Writer::default());
         let (applied_tx, applied_rx) = watch::channel(0u64);
+        let (seen_tx, mut seen_rx) = watch::channel(0u64);
 
         let tiering = tokio::spawn(tier::<F>(
             Arc::clone(&bucket),
             Arc::clone(&lake),
             applied_rx,
+            seen_tx,
         ));
         let readers: Vec<_> = (0..READERS)
             .map(|r| {
@@ -64,13 +75,21 @@ pub fn continuous_writer_with_trailing_lake<F: EngineFactory>(factory: F) {
             })
             .collect();
 
-        for batch in wal.batches(0, wal.len()) {
+        let mut checkpoints = 0;
+        for (i, batch) in wal.batches(0, wal.len()).into_iter().enumerate() {
             let end = batch.records().last().map_or(0, |r| r.offset() + 1);
             lake.append_batch(&batch).unwrap();
             writer.applying.store(end, Ordering::SeqCst);
             bucket.apply(batch).await.unwrap();
             writer.applied.store(end, Ordering::SeqCst);
             applied_tx.send_replace(end);
+            if i % CHECKPOINT == CHECKPOINT - 1 {
+                checkpoints += 1;
+                // An error means the tiering task died; awaiting it below reports why.
+                if seen_rx.wait_for(|seen| *seen >= end).await.is_err() {
+                    break;
+                }
+            }
         }
         writer.done.store(true, Ordering::SeqCst);
         drop(applied_tx);
@@ -80,14 +99,23 @@ pub fn continuous_writer_with_trailing_lake<F: EngineFactory>(factory: F) {
         for reader in readers {
             lookups += reader.await.unwrap();
         }
+        // Each checkpoint is at least CHECKPOINT offsets past the previous one, so within any
+        // three the applied end outruns the largest lag by MIN_STEP and a snapshot is committed.
+        assert!(3 * CHECKPOINT as u64 >= MAX_LAG + MIN_STEP);
         assert!(
-            notifications > 10,
-            "{}: only {notifications} lake notifications",
+            notifications >= checkpoints / 3,
+            "{}: {notifications} lake notifications over {checkpoints} checkpoints",
             F::NAME
         );
         assert!(lookups > 0);
 
-        // Let the scheduler finish, then reclaim whatever it has not got to yet.
+        // The first watermark advance covered offset 0 (a key never rewritten), so the scheduler
+        // had a reclaim to run: wait for it (generously; this is not a timing check), stop the
+        // scheduler, and reclaim whatever it had not got to yet.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while sched.stats().total.runs == 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         sched.shutdown().await;
         support::reclaim::<F>(&bucket).await;
 
@@ -115,11 +143,14 @@ pub fn continuous_writer_with_trailing_lake<F: EngineFactory>(factory: F) {
 }
 
 /// The tiering service: after each applied batch, commits a snapshot trailing the applied end by
-/// 1..=37 offsets (changing every time) and notifies the bucket. Returns the notifications sent.
+/// 1..=MAX_LAG offsets (changing every time), at least MIN_STEP past the previous snapshot, and
+/// notifies the bucket. Reports every applied end it has looked at on `seen`. Returns the
+/// notifications sent.
 async fn tier<F: EngineFactory>(
     bucket: Arc<support::Bucket<F>>,
     lake: Arc<MemoryLake>,
     mut applied: watch::Receiver<u64>,
+    seen: watch::Sender<u64>,
 ) -> u64 {
     let mut notifications = 0;
     let mut round = 0u64;
@@ -127,10 +158,11 @@ async fn tier<F: EngineFactory>(
     while applied.changed().await.is_ok() {
         let applied_end = *applied.borrow_and_update();
         round += 1;
-        let lag = 1 + (round * 7) % 37;
+        let lag = 1 + (round * 7) % MAX_LAG;
         let end = applied_end.saturating_sub(lag);
         let latest = lake.latest().map_or(0, |s| s.end_offset);
-        if end <= latest {
+        if end < latest + MIN_STEP {
+            seen.send_replace(applied_end);
             continue;
         }
         let snapshot = lake.commit(end).unwrap();
@@ -150,6 +182,7 @@ async fn tier<F: EngineFactory>(
             F::NAME
         );
         last_w = w;
+        seen.send_replace(applied_end);
     }
     notifications
 }
