@@ -1,5 +1,8 @@
-//! rocksdb conformance: the whole suite on the RocksDB backend.
+//! rocksdb conformance: the whole suite and the bucket scenarios on the RocksDB backend.
 
 mod rocksdb {
     conformance::engine_cases!(conformance::factories::RocksDbFactory);
+    mod bucket {
+        conformance::bucket_cases!(conformance::factories::RocksDbFactory);
+    }
 }
