@@ -200,7 +200,12 @@ impl MemoryLake {
                 }
             }
         }
-        let meta = LakeSnapshot::new(base.meta.id + 1, end_offset);
+        let id = base
+            .meta
+            .id
+            .checked_add(1)
+            .ok_or_else(|| Error::Lake("lake snapshot ids exhausted".into()))?;
+        let meta = LakeSnapshot::new(id, end_offset);
         state
             .snapshots
             .insert(meta.id, Arc::new(Snapshot { meta, rows }));
