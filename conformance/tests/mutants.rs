@@ -117,6 +117,10 @@ impl Engine for Reopened {
 
 mod reopenable_memory {
     conformance::engine_cases!(super::ReopenableMemoryFactory::default());
+    // The restart and leader-change scenarios, proven on the reference engine too.
+    mod bucket {
+        conformance::bucket_cases!(super::super::ReopenableMemoryFactory::default());
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
