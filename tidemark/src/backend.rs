@@ -22,7 +22,12 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, compiled in or not.
-    pub const ALL: [Backend; 4] = [Backend::Memory, Backend::Sled, Backend::Redb, Backend::RocksDb];
+    pub const ALL: [Backend; 4] = [
+        Backend::Memory,
+        Backend::Sled,
+        Backend::Redb,
+        Backend::RocksDb,
+    ];
 
     /// The backend's name as used on the command line and in store markers.
     pub fn name(self) -> &'static str {
@@ -108,7 +113,9 @@ fn open_redb(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
 #[cfg(feature = "rocksdb")]
 fn open_rocksdb(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
     use engine_api::OpenEngine;
-    Ok(Box::new(backend_rocksdb::RocksDbEngine::open(path, options)?))
+    Ok(Box::new(backend_rocksdb::RocksDbEngine::open(
+        path, options,
+    )?))
 }
 
 #[cfg(not(feature = "rocksdb"))]
@@ -153,7 +160,10 @@ mod tests {
     #[test]
     fn every_compiled_backend_opens_and_reopens() {
         let dir = tempfile::tempdir().unwrap();
-        for b in Backend::compiled().into_iter().filter(|b| b.is_persistent()) {
+        for b in Backend::compiled()
+            .into_iter()
+            .filter(|b| b.is_persistent())
+        {
             let path = dir.path().join(b.name());
             {
                 let e = b.open(&path, EngineOptions::default()).unwrap();
@@ -168,7 +178,10 @@ mod tests {
 
     #[test]
     fn a_store_cannot_be_opened_by_another_backend() {
-        let persistent: Vec<_> = Backend::compiled().into_iter().filter(|b| b.is_persistent()).collect();
+        let persistent: Vec<_> = Backend::compiled()
+            .into_iter()
+            .filter(|b| b.is_persistent())
+            .collect();
         let dir = tempfile::tempdir().unwrap();
         for (i, a) in persistent.iter().enumerate() {
             let path = dir.path().join(a.name());
@@ -176,7 +189,10 @@ mod tests {
             let other = persistent[(i + 1) % persistent.len()];
             if other != *a {
                 let err = other.open(&path, EngineOptions::default()).err().unwrap();
-                assert!(matches!(err, Error::WrongBackend { .. }), "{other} on {a}: {err}");
+                assert!(
+                    matches!(err, Error::WrongBackend { .. }),
+                    "{other} on {a}: {err}"
+                );
             }
         }
     }

@@ -1,13 +1,19 @@
-//! The side-by-side backend demo: every backend ingests the same deterministic stream while a
-//! simulated lake trails it by a moving lag; the watermark follows the lake and covered state is
-//! reclaimed incrementally. Each run ends by checking every key against a model of the stream.
+//! The side-by-side backend demo: every backend runs the full Tidemark path on the same
+//! deterministic stream. A [`HistoricalBucket`] applies the stream while a [`MemoryLake`] absorbs it
+//! and confirms progress with a moving lag (the two end offsets are never equal); each confirmation
+//! refreshes the lake lookuper, publishes the watermark and asks the [`ReclaimScheduler`] for a
+//! reclaim, which runs in the background, coalesced and rate-limited. Lookups through the bucket
+//! are checked against a model of the stream while this happens and, for every key, at the end.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine_api::watermark::reclaim_threshold;
-use engine_api::{Engine, EngineOptions, LocalLookup, Result, WriteBatch};
+use engine_api::{
+    BucketId, Engine, EngineOptions, HistoricalBucket, LakeSnapshot, MemoryLake, ReclaimScheduler,
+    Result, SchedulerConfig, WriteBatch,
+};
 
 use crate::backend::Backend;
 
@@ -30,6 +36,8 @@ pub struct DemoConfig {
     pub delete_percent: u64,
     /// Retention distance `D`.
     pub retention_distance: u64,
+    /// The scheduler reclaims a bucket at most once per this interval.
+    pub reclaim_interval: Duration,
     /// Seed of the deterministic stream.
     pub seed: u64,
 }
@@ -45,6 +53,7 @@ impl Default for DemoConfig {
             min_lag: 500,
             delete_percent: 10,
             retention_distance: 0,
+            reclaim_interval: Duration::from_millis(20),
             seed: 0x71de_4a11,
         }
     }
@@ -69,51 +78,57 @@ pub struct DemoRow {
     pub peak_bytes: u64,
     /// Bytes on disk at the end.
     pub final_bytes: u64,
-    /// Reclaim runs.
+    /// Reclaim requests the bucket made (one per published watermark).
+    pub reclaim_requests: u64,
+    /// Reclaims the scheduler actually ran (the rest were coalesced or rate-limited).
     pub reclaim_runs: u64,
     /// Values removed by reclamation.
     pub values_removed: u64,
     /// Tombstones removed by reclamation.
     pub tombstones_removed: u64,
+    /// Lookups answered by the lake after a local miss.
+    pub lake_fallbacks: u64,
     /// Time spent applying batches.
     pub ingest_time: Duration,
-    /// Time spent in reclaim.
-    pub reclaim_time: Duration,
-    /// Keys checked against the model at the end.
-    pub keys_checked: u64,
-    /// Keys whose local state disagreed with the model (must be 0).
+    /// Lookups checked against the model (during the stream and for every key at the end).
+    pub lookups_checked: u64,
+    /// Lookups that disagreed with the model (must be 0).
     pub mismatches: u64,
 }
 
-/// The latest record of a key in the model: its offset and value (`None` = deleted).
-type ModelEntry = (u64, Option<Vec<u8>>);
+/// The model: every key's latest value (`None` = deleted).
+type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// Runs the workload on one backend in `dir` (a fresh directory per backend).
 pub fn run_backend(backend: Backend, dir: &Path, config: &DemoConfig) -> Result<DemoRow> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_bucket(backend, dir, config))
+}
+
+async fn run_bucket(backend: Backend, dir: &Path, config: &DemoConfig) -> Result<DemoRow> {
     let options = EngineOptions::default()
         .with_retention_distance(config.retention_distance)
         // The demo measures reclamation, not fsync latency.
         .with_sync_writes(false);
-    let engine = backend.open(dir, options)?;
+    let engine: Arc<Box<dyn Engine>> = Arc::new(backend.open(dir, options)?);
+    let lake = Arc::new(MemoryLake::new());
+    let scheduler = ReclaimScheduler::new(
+        SchedulerConfig::default().with_min_interval(config.reclaim_interval),
+    )?;
+    let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone())
+        .with_scheduler(&scheduler, BucketId(0))?;
+    bucket.recover(LakeSnapshot::default()).await?;
+
     let mut rng = SplitMix(config.seed);
-    let mut model: BTreeMap<Vec<u8>, ModelEntry> = BTreeMap::new();
-    let mut row = DemoRow {
-        backend,
-        applied: 0,
-        watermark: 0,
-        applied_end: 0,
-        live_entries: 0,
-        live_exact: true,
-        peak_bytes: 0,
-        final_bytes: 0,
-        reclaim_runs: 0,
-        values_removed: 0,
-        tombstones_removed: 0,
-        ingest_time: Duration::ZERO,
-        reclaim_time: Duration::ZERO,
-        keys_checked: 0,
-        mismatches: 0,
-    };
+    let mut model = Model::new();
+    let mut applied = 0u64;
+    let mut peak_bytes = 0u64;
+    let mut ingest_time = Duration::ZERO;
+    let mut lookups_checked = 0u64;
+    let mut mismatches = 0u64;
     let batch_size = config.batch.max(1) as u64;
     let keys = config.keys.max(1);
     let mut offset = 0u64;
@@ -125,59 +140,74 @@ pub fn run_backend(backend: Backend, dir: &Path, config: &DemoConfig) -> Result<
             let key = format!("key-{:06}", rng.next() % keys).into_bytes();
             if rng.next() % 100 < config.delete_percent {
                 batch.delete(key.clone(), o);
-                model.insert(key, (o, None));
+                model.insert(key, None);
             } else {
                 let value = payload(o, config.value_size);
                 batch.put(key.clone(), value.clone(), o);
-                model.insert(key, (o, Some(value)));
+                model.insert(key, Some(value));
             }
         }
         offset = end;
+        // The WAL record reaches the lake's input as soon as it is committed.
+        lake.append_batch(&batch)?;
         let started = Instant::now();
-        row.applied += engine.apply(&batch)?.applied;
-        row.ingest_time += started.elapsed();
+        applied += bucket.apply(batch).await?.applied;
+        ingest_time += started.elapsed();
         batches += 1;
 
         if batches % config.lake_every.max(1) == 0 {
             // The lake trails by a lag that moves, so its end never equals the applied end.
             let lag = config.min_lag + rng.next() % (config.min_lag + 1);
-            engine.advance_watermark(offset.saturating_sub(lag))?;
-            row.peak_bytes = row.peak_bytes.max(engine.stats()?.bytes_on_disk);
-            let started = Instant::now();
-            engine.reclaim()?;
-            row.reclaim_time += started.elapsed();
+            let snapshot = lake.commit(offset.saturating_sub(lag))?;
+            bucket
+                .on_lake_progress(snapshot.id, snapshot.end_offset)
+                .await?;
+            peak_bytes = peak_bytes.max(engine.stats()?.bytes_on_disk);
+            // Spot-check lookups while background reclaims run.
+            for _ in 0..20 {
+                let key = format!("key-{:06}", rng.next() % keys).into_bytes();
+                lookups_checked += 1;
+                if bucket.lookup(&key).await? != model.get(&key).cloned().flatten() {
+                    mismatches += 1;
+                }
+            }
         }
     }
+    // Let running reclaims finish, then sweep once more so every backend ends on the same
+    // threshold and the final sizes compare like with like.
+    scheduler.shutdown().await;
+    let reclaim_engine = Arc::clone(&engine);
+    tokio::task::spawn_blocking(move || reclaim_engine.reclaim())
+        .await
+        .map_err(|e| engine_api::Error::Unsupported(format!("final reclaim task failed: {e}")))??;
     engine.flush()?;
-    let stats = engine.stats()?;
-    let threshold = reclaim_threshold(stats.watermark, config.retention_distance);
     for (key, expected) in &model {
-        row.keys_checked += 1;
-        if !matches_model(&engine.lookup(key)?, expected, threshold) {
-            row.mismatches += 1;
+        lookups_checked += 1;
+        if bucket.lookup(key).await? != *expected {
+            mismatches += 1;
         }
     }
-    row.watermark = stats.watermark;
-    row.applied_end = stats.applied_end;
-    row.live_entries = stats.live_entries;
-    row.live_exact = stats.live_entries_exact;
-    row.final_bytes = stats.bytes_on_disk;
-    row.peak_bytes = row.peak_bytes.max(stats.bytes_on_disk);
-    row.reclaim_runs = stats.counters.reclaim_runs;
-    row.values_removed = stats.counters.reclaimed_values;
-    row.tombstones_removed = stats.counters.reclaimed_tombstones;
-    Ok(row)
-}
-
-/// A local answer is right when it is exactly the model's latest record, or a miss for a key
-/// whose latest record is covered (then the lake answers).
-fn matches_model(local: &LocalLookup, (offset, value): &ModelEntry, threshold: u64) -> bool {
-    match (local, value) {
-        (LocalLookup::Value { offset: o, bytes }, Some(v)) => o == offset && bytes == v,
-        (LocalLookup::Tombstone { offset: o }, None) => o == offset,
-        (LocalLookup::Miss, _) => *offset < threshold,
-        _ => false,
-    }
+    let stats = engine.stats()?;
+    let bucket_stats = bucket.stats();
+    let scheduled = scheduler.stats().total;
+    Ok(DemoRow {
+        backend,
+        applied,
+        watermark: stats.watermark,
+        applied_end: stats.applied_end,
+        live_entries: stats.live_entries,
+        live_exact: stats.live_entries_exact,
+        peak_bytes: peak_bytes.max(stats.bytes_on_disk),
+        final_bytes: stats.bytes_on_disk,
+        reclaim_requests: bucket_stats.reclaim_requests,
+        reclaim_runs: scheduled.runs,
+        values_removed: stats.counters.reclaimed_values,
+        tombstones_removed: stats.counters.reclaimed_tombstones,
+        lake_fallbacks: bucket_stats.lake_fallbacks,
+        ingest_time,
+        lookups_checked,
+        mismatches,
+    })
 }
 
 fn payload(offset: u64, size: usize) -> Vec<u8> {
@@ -188,8 +218,20 @@ fn payload(offset: u64, size: usize) -> Vec<u8> {
 /// Renders rows as a fixed-width table.
 pub fn render(rows: &[DemoRow]) -> String {
     let mut out = format!(
-        "{:<8} {:>9} {:>9} {:>10} {:>12} {:>12} {:>9} {:>10} {:>10} {:>8} {:>9} {:>10}\n",
-        "backend", "applied", "W", "live", "peak bytes", "final bytes", "reclaims", "values-", "tombs-", "ingest", "reclaim", "mismatch"
+        "{:<8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>12}\n",
+        "backend",
+        "applied",
+        "W",
+        "live",
+        "peak bytes",
+        "final bytes",
+        "requests",
+        "reclaims",
+        "values-",
+        "tombs-",
+        "lake hit",
+        "ingest",
+        "mismatches"
     );
     for r in rows {
         let live = if r.live_exact {
@@ -198,20 +240,20 @@ pub fn render(rows: &[DemoRow]) -> String {
             format!("~{}", r.live_entries)
         };
         out.push_str(&format!(
-            "{:<8} {:>9} {:>9} {:>10} {:>12} {:>12} {:>9} {:>10} {:>10} {:>7.2}s {:>8.2}s {:>5}/{}\n",
+            "{:<8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7.2}s {:>12}\n",
             r.backend.name(),
             r.applied,
             r.watermark,
             live,
             r.peak_bytes,
             r.final_bytes,
+            r.reclaim_requests,
             r.reclaim_runs,
             r.values_removed,
             r.tombstones_removed,
+            r.lake_fallbacks,
             r.ingest_time.as_secs_f64(),
-            r.reclaim_time.as_secs_f64(),
-            r.mismatches,
-            r.keys_checked,
+            format!("{}/{}", r.mismatches, r.lookups_checked),
         ));
     }
     out
@@ -256,10 +298,19 @@ mod tests {
             assert_eq!(r.applied, 4_000, "{table}");
             assert!(r.values_removed > 0 && r.tombstones_removed > 0, "{table}");
             assert!(r.watermark > 0 && r.watermark < r.applied_end, "{table}");
-            assert_eq!(r.keys_checked, rows[0].keys_checked);
+            assert!(r.lake_fallbacks > 0, "{table}");
+            assert!(
+                r.reclaim_runs >= 1 && r.reclaim_requests >= r.reclaim_runs,
+                "{table}"
+            );
+            assert_eq!(r.lookups_checked, rows[0].lookups_checked);
         }
         // Every backend saw the same stream, so exact backends agree on what is left.
-        let exact: Vec<_> = rows.iter().filter(|r| r.live_exact).map(|r| r.live_entries).collect();
+        let exact: Vec<_> = rows
+            .iter()
+            .filter(|r| r.live_exact)
+            .map(|r| r.live_entries)
+            .collect();
         assert!(exact.windows(2).all(|w| w[0] == w[1]), "{table}");
     }
 }

@@ -8,7 +8,11 @@ use tidemark::demo::{DemoConfig, render, run_backend};
 use tidemark::{Backend, EngineOptions, Result};
 
 #[derive(Debug, Parser)]
-#[command(name = "tidemark", version, about = "Incremental, lake-driven reclamation of local bucket state")]
+#[command(
+    name = "tidemark",
+    version,
+    about = "Incremental, lake-driven reclamation of local bucket state"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -95,11 +99,19 @@ fn run(command: Command) -> Result<()> {
                 retention_distance,
                 ..DemoConfig::default()
             };
-            let backends = if backends.is_empty() { Backend::compiled() } else { backends };
+            let backends = if backends.is_empty() {
+                Backend::compiled()
+            } else {
+                backends
+            };
             let tmp = tempfile_dir(dir)?;
             println!(
                 "tidemark demo: {} records over {} keys, {}-byte values, lake lag >= {} offsets, D = {}",
-                config.records, config.keys, config.value_size, config.min_lag, config.retention_distance
+                config.records,
+                config.keys,
+                config.value_size,
+                config.min_lag,
+                config.retention_distance
             );
             let mut rows = Vec::new();
             for backend in backends {
@@ -115,12 +127,18 @@ fn run(command: Command) -> Result<()> {
                     reason: format!("{bad} lookups disagreed with the model"),
                 });
             }
-            println!("every lookup matched the model (local value/tombstone, or a miss the lake covers)");
+            println!(
+                "every lookup matched the model (local value/tombstone, or a miss the lake covers)"
+            );
             Ok(())
         }
         Command::Backends => {
             for b in Backend::ALL {
-                let state = if b.is_compiled() { "compiled in" } else { "not compiled (enable its feature)" };
+                let state = if b.is_compiled() {
+                    "compiled in"
+                } else {
+                    "not compiled (enable its feature)"
+                };
                 println!("{:<8} {state}", b.name());
             }
             Ok(())
@@ -130,7 +148,11 @@ fn run(command: Command) -> Result<()> {
             println!("{:#?}", engine.stats()?);
             Ok(())
         }
-        Command::Reclaim { backend, dir, watermark } => {
+        Command::Reclaim {
+            backend,
+            dir,
+            watermark,
+        } => {
             let engine = backend.open(&dir, EngineOptions::default())?;
             if let Some(w) = watermark {
                 println!("{:?}", engine.advance_watermark(w)?);
