@@ -16,9 +16,15 @@ fn options() -> EngineOptions {
 
 fn raw_stores(dir: &Path) -> Vec<(&'static str, Box<dyn RawStore>)> {
     vec![
-        ("raw-sled", Box::new(RawSled::open(&dir.join("raw-sled"))) as Box<dyn RawStore>),
+        (
+            "raw-sled",
+            Box::new(RawSled::open(&dir.join("raw-sled"))) as Box<dyn RawStore>,
+        ),
         ("raw-redb", Box::new(RawRedb::open(&dir.join("raw.redb")))),
-        ("raw-rocksdb", Box::new(RawRocks::open(&dir.join("raw-rocksdb")))),
+        (
+            "raw-rocksdb",
+            Box::new(RawRocks::open(&dir.join("raw-rocksdb"))),
+        ),
     ]
 }
 
@@ -41,7 +47,9 @@ fn bench_apply(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut group = c.benchmark_group("apply-100");
     for backend in Backend::compiled() {
-        let engine = backend.open(&dir.path().join(backend.name()), options()).unwrap();
+        let engine = backend
+            .open(&dir.path().join(backend.name()), options())
+            .unwrap();
         let mut n = 0u64;
         group.bench_function(backend.name(), |b| {
             b.iter(|| {
@@ -66,7 +74,9 @@ fn bench_lookup(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut group = c.benchmark_group("lookup");
     for backend in Backend::compiled() {
-        let engine = backend.open(&dir.path().join(backend.name()), options()).unwrap();
+        let engine = backend
+            .open(&dir.path().join(backend.name()), options())
+            .unwrap();
         prefill(engine.as_ref());
         let mut i = 0u64;
         group.bench_function(backend.name(), |b| {
@@ -103,7 +113,9 @@ fn bench_reclaim(c: &mut Criterion) {
                     let engine = backend.open(&path, options()).unwrap();
                     prefill(engine.as_ref());
                     // Cover the oldest tenth of the stream.
-                    engine.advance_watermark(PREFILL_BATCHES * BATCH / 10).unwrap();
+                    engine
+                        .advance_watermark(PREFILL_BATCHES * BATCH / 10)
+                        .unwrap();
                     engine
                 },
                 |engine| black_box(engine.reclaim().unwrap()),

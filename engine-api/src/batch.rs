@@ -86,7 +86,12 @@ impl WriteBatch {
     }
 
     /// Appends a put.
-    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>, offset: u64) -> &mut Self {
+    pub fn put(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        offset: u64,
+    ) -> &mut Self {
         self.records.push(Record::put(key, value, offset));
         self
     }
@@ -206,7 +211,9 @@ mod tests {
         assert!(b.validate().unwrap_err().to_string().contains("largest"));
 
         let mut b = WriteBatch::new();
-        b.put(vec![1u8; MAX_KEY_LEN], "v", 5).delete("a", 5).put("b", "", 6);
+        b.put(vec![1u8; MAX_KEY_LEN], "v", 5)
+            .delete("a", 5)
+            .put("b", "", 6);
         b.validate().unwrap();
     }
 }

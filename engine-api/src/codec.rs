@@ -99,10 +99,7 @@ fn decode_raw(bytes: &[u8]) -> std::result::Result<Decoded<'_>, String> {
     let offset = u64::from_be_bytes(*tag);
     if kind == KIND_TOMBSTONE {
         if !payload.is_empty() {
-            return Err(format!(
-                "tombstone carries {} payload bytes",
-                payload.len()
-            ));
+            return Err(format!("tombstone carries {} payload bytes", payload.len()));
         }
         Ok(Decoded::Tombstone { offset })
     } else {
@@ -142,7 +139,10 @@ mod tests {
     fn tombstone_is_nine_bytes() {
         let enc = encode_tombstone(7);
         assert_eq!(enc, [2, 0, 0, 0, 0, 0, 0, 0, 7]);
-        assert_eq!(decode(b"k", &enc).unwrap(), Decoded::Tombstone { offset: 7 });
+        assert_eq!(
+            decode(b"k", &enc).unwrap(),
+            Decoded::Tombstone { offset: 7 }
+        );
     }
 
     #[test]

@@ -145,20 +145,22 @@ impl Engine for MemoryEngine {
             bytes_before,
             ..ReclaimReport::default()
         };
-        state.data.retain(|key, bytes| match codec::decode(key, bytes) {
-            Ok(d) if d.offset() < threshold => {
-                match d {
-                    Decoded::Value { .. } => report.values_removed += 1,
-                    Decoded::Tombstone { .. } => report.tombstones_removed += 1,
+        state
+            .data
+            .retain(|key, bytes| match codec::decode(key, bytes) {
+                Ok(d) if d.offset() < threshold => {
+                    match d {
+                        Decoded::Value { .. } => report.values_removed += 1,
+                        Decoded::Tombstone { .. } => report.tombstones_removed += 1,
+                    }
+                    false
                 }
-                false
-            }
-            Ok(_) => true,
-            Err(_) => {
-                report.corrupt_kept += 1;
-                true
-            }
-        });
+                Ok(_) => true,
+                Err(_) => {
+                    report.corrupt_kept += 1;
+                    true
+                }
+            });
         report.bytes_after = stored_bytes(&state.data);
         report.duration = started.elapsed();
         self.counters.record_reclaim(&report);

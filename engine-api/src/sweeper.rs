@@ -125,7 +125,11 @@ pub trait SweepChunk {
 ///
 /// Corrupt rows are kept, so the loop resumes after the last visited key rather than from the
 /// start; every chunk therefore makes progress and the sweep terminates.
-pub fn sweep<S: SweepChunk + ?Sized>(target: &S, threshold: u64, limit: usize) -> Result<SweepTotals> {
+pub fn sweep<S: SweepChunk + ?Sized>(
+    target: &S,
+    threshold: u64,
+    limit: usize,
+) -> Result<SweepTotals> {
     let limit = limit.max(1);
     let mut totals = SweepTotals::default();
     let mut cursor: Option<Vec<u8>> = None;
@@ -164,7 +168,12 @@ mod tests {
     }
 
     impl SweepChunk for Toy {
-        fn sweep_chunk(&self, threshold: u64, limit: usize, resume_after: Option<&[u8]>) -> Result<ChunkResult> {
+        fn sweep_chunk(
+            &self,
+            threshold: u64,
+            limit: usize,
+            resume_after: Option<&[u8]>,
+        ) -> Result<ChunkResult> {
             *self.chunks.borrow_mut() += 1;
             let upper = index_upper_bound(threshold).to_vec();
             let rows: Vec<Vec<u8>> = self

@@ -104,7 +104,10 @@ mod tests {
     #[test]
     fn plan_splits_covered_already_applied_and_new() {
         let mut b = WriteBatch::new();
-        b.put("a", "1", 3).put("b", "1", 5).put("c", "1", 8).delete("d", 9);
+        b.put("a", "1", 3)
+            .put("b", "1", 5)
+            .put("c", "1", 8)
+            .delete("d", 9);
         let plan = plan_apply(&b, 4, 7).unwrap();
         assert_eq!(plan.outcome.covered, 1);
         assert_eq!(plan.outcome.already_applied, 1);
