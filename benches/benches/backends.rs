@@ -1,5 +1,6 @@
 //! Backends side by side: tagged apply and lookup against each engine's raw baseline, and
 //! incremental reclaim. Quote ratios from one run (e.g. `apply/redb` vs `apply/raw-redb`).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
 use std::path::Path;

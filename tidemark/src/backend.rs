@@ -80,6 +80,7 @@ impl Backend {
     }
 }
 
+#[cfg(not(all(feature = "sled", feature = "redb", feature = "rocksdb")))]
 fn not_compiled(backend: Backend) -> Error {
     Error::Unsupported(format!(
         "backend {} is not compiled in; enable the `{}` cargo feature of the tidemark crate",

@@ -155,7 +155,7 @@ async fn run_bucket(backend: Backend, dir: &Path, config: &DemoConfig) -> Result
         ingest_time += started.elapsed();
         batches += 1;
 
-        if batches % config.lake_every.max(1) == 0 {
+        if batches.is_multiple_of(config.lake_every.max(1)) {
             // The lake trails by a lag that moves, so its end never equals the applied end.
             let lag = config.min_lag + rng.next() % (config.min_lag + 1);
             let snapshot = lake.commit(offset.saturating_sub(lag))?;
