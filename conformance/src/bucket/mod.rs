@@ -7,11 +7,11 @@
 //! site; wrap it in `mod bucket` inside the backend's module so tests read
 //! `<backend>::bucket::<scenario>`:
 //!
-//! ```ignore
+//! ```text
 //! mod sled {
-//!     conformance::engine_cases!(conformance::factories::SledFactory::default());
+//!     conformance::engine_cases!(conformance::factories::SledFactory);
 //!     mod bucket {
-//!         conformance::bucket_cases!(conformance::factories::SledFactory::default());
+//!         conformance::bucket_cases!(conformance::factories::SledFactory);
 //!     }
 //! }
 //! ```
