@@ -40,4 +40,13 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// when `stored` has no readable tag), so `reclaim` meets the entry, keeps it and counts it
     /// in `corrupt_kept`.
     fn inject_raw(&self, engine: &Self::Engine, key: &[u8], stored: &[u8]) -> Result<()>;
+
+    /// Pushes everything written so far as deep into the engine's storage as it goes (RocksDB:
+    /// flush memtables, then compact to the bottom level), so cases can place *older* versions
+    /// of a key below newer ones and check they never reappear. A no-op where storage has no
+    /// levels.
+    fn settle(&self, engine: &Self::Engine) -> Result<()> {
+        let _ = engine;
+        Ok(())
+    }
 }

@@ -54,6 +54,15 @@ pub trait Engine: Send + Sync {
     /// nothing else.
     fn reclaim(&self) -> Result<ReclaimReport>;
 
+    /// Recovery only: physically removes every entry with `offset < min(threshold, W)`,
+    /// **ignoring the retention distance**, and reports it like [`reclaim`](Self::reclaim).
+    ///
+    /// A replica that lagged the lake (recovery adopted a watermark above its applied end) holds
+    /// local entries that may be older than the lake's versions of the same keys; the retention
+    /// margin must not keep them, or a lookup would serve them as authoritative. Never touches an
+    /// entry at or above `W`.
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport>;
+
     /// Sizes, estimates and counters.
     fn stats(&self) -> Result<EngineStats>;
 
@@ -97,6 +106,9 @@ macro_rules! forward_engine {
             }
             fn reclaim(&self) -> Result<ReclaimReport> {
                 (**self).reclaim()
+            }
+            fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+                (**self).reclaim_below(threshold)
             }
             fn stats(&self) -> Result<EngineStats> {
                 (**self).stats()

@@ -74,6 +74,40 @@ impl MemoryEngine {
             .collect()
     }
 
+    /// Removes every entry below the threshold `threshold_of(W)`, under the write lock so the
+    /// threshold and the removal see one state.
+    fn reclaim_at(&self, threshold_of: impl FnOnce(u64) -> u64) -> Result<ReclaimReport> {
+        let started = Instant::now();
+        let mut state = self.write()?;
+        let threshold = threshold_of(state.watermark);
+        let bytes_before = stored_bytes(&state.data);
+        let mut report = ReclaimReport {
+            threshold,
+            bytes_before,
+            ..ReclaimReport::default()
+        };
+        state
+            .data
+            .retain(|key, bytes| match codec::decode(key, bytes) {
+                Ok(d) if d.offset() < threshold => {
+                    match d {
+                        Decoded::Value { .. } => report.values_removed += 1,
+                        Decoded::Tombstone { .. } => report.tombstones_removed += 1,
+                    }
+                    false
+                }
+                Ok(_) => true,
+                Err(_) => {
+                    report.corrupt_kept += 1;
+                    true
+                }
+            });
+        report.bytes_after = stored_bytes(&state.data);
+        report.duration = started.elapsed();
+        self.counters.record_reclaim(&report);
+        Ok(report)
+    }
+
     fn read(&self) -> Result<RwLockReadGuard<'_, State>> {
         // A poisoned lock means a panic mid-update elsewhere; refuse rather than serve torn state.
         self.state.read().map_err(|_| Error::Closed)
@@ -136,35 +170,11 @@ impl Engine for MemoryEngine {
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {
-        let started = Instant::now();
-        let mut state = self.write()?;
-        let threshold = reclaim_threshold(state.watermark, self.options.retention_distance);
-        let bytes_before = stored_bytes(&state.data);
-        let mut report = ReclaimReport {
-            threshold,
-            bytes_before,
-            ..ReclaimReport::default()
-        };
-        state
-            .data
-            .retain(|key, bytes| match codec::decode(key, bytes) {
-                Ok(d) if d.offset() < threshold => {
-                    match d {
-                        Decoded::Value { .. } => report.values_removed += 1,
-                        Decoded::Tombstone { .. } => report.tombstones_removed += 1,
-                    }
-                    false
-                }
-                Ok(_) => true,
-                Err(_) => {
-                    report.corrupt_kept += 1;
-                    true
-                }
-            });
-        report.bytes_after = stored_bytes(&state.data);
-        report.duration = started.elapsed();
-        self.counters.record_reclaim(&report);
-        Ok(report)
+        self.reclaim_at(|watermark| reclaim_threshold(watermark, self.options.retention_distance))
+    }
+
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.reclaim_at(|watermark| threshold.min(watermark))
     }
 
     fn stats(&self) -> Result<EngineStats> {
