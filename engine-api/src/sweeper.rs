@@ -43,6 +43,9 @@ pub enum SweepAction {
     DropStaleIndex,
     /// The data row cannot be decoded: keep both rows and count it.
     KeepCorrupt,
+    /// The index row itself is too short to hold its 8-byte offset, so it names no entry that can
+    /// be read: keep it and count it like a corrupt entry (what cannot be read is never deleted).
+    KeepUnreadableIndex,
 }
 
 /// Decides the fate of index row `(offset, key)` given the data row's current bytes.
@@ -58,6 +61,53 @@ pub fn decide(offset: u64, key: &[u8], current: Option<&[u8]>) -> SweepAction {
     }
 }
 
+/// What a chunk does with one index row, as decided by [`plan_row`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowPlan<'r> {
+    /// The decision, for [`SweepTotals::count`].
+    pub action: SweepAction,
+    /// The data row to remove (its key); `Some` only for a value or tombstone being reclaimed.
+    pub remove_data: Option<&'r [u8]>,
+    /// Whether the index row itself is removed.
+    pub remove_index: bool,
+}
+
+/// The one rule every B-tree backend applies to an index row inside its chunk transaction: parse
+/// the row, read the data row it names with `read` (in the same transaction), [`decide`], and say
+/// which rows go.
+///
+/// An index row too short to parse is kept and counted ([`SweepAction::KeepUnreadableIndex`]),
+/// exactly like an undecodable value: a sweeper never deletes what it cannot read.
+pub fn plan_row<'r, B, E>(
+    row: &'r [u8],
+    read: impl FnOnce(&'r [u8]) -> Result<Option<B>, E>,
+) -> Result<RowPlan<'r>, E>
+where
+    B: AsRef<[u8]>,
+{
+    let Some((offset, key)) = parse_index_key(row) else {
+        return Ok(RowPlan {
+            action: SweepAction::KeepUnreadableIndex,
+            remove_data: None,
+            remove_index: false,
+        });
+    };
+    let current = read(key)?;
+    let action = decide(offset, key, current.as_ref().map(AsRef::as_ref));
+    Ok(RowPlan {
+        action,
+        remove_data: matches!(
+            action,
+            SweepAction::RemoveValue | SweepAction::RemoveTombstone
+        )
+        .then_some(key),
+        remove_index: !matches!(
+            action,
+            SweepAction::KeepCorrupt | SweepAction::KeepUnreadableIndex
+        ),
+    })
+}
+
 /// What one chunk (or a whole sweep) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepTotals {
@@ -69,7 +119,7 @@ pub struct SweepTotals {
     pub tombstones_removed: u64,
     /// Stale index rows dropped.
     pub stale_dropped: u64,
-    /// Corrupt data rows kept.
+    /// Corrupt data rows and unreadable index rows kept.
     pub corrupt_kept: u64,
     /// Chunk transactions committed.
     pub chunks: u64,
@@ -83,7 +133,7 @@ impl SweepTotals {
             SweepAction::RemoveValue => self.values_removed += 1,
             SweepAction::RemoveTombstone => self.tombstones_removed += 1,
             SweepAction::DropStaleIndex => self.stale_dropped += 1,
-            SweepAction::KeepCorrupt => self.corrupt_kept += 1,
+            SweepAction::KeepCorrupt | SweepAction::KeepUnreadableIndex => self.corrupt_kept += 1,
         }
     }
 
@@ -110,8 +160,8 @@ pub struct ChunkResult {
 /// One bounded sweeper transaction, implemented by each B-tree backend.
 pub trait SweepChunk {
     /// In **one** transaction: visit at most `limit` index rows with key `> resume_after` (or from
-    /// the start when `None`) and `< index_upper_bound(threshold)`; for each, read the data row,
-    /// call [`decide`], apply the action (remove data and/or index row, or keep both), and count it
+    /// the start when `None`) and `< index_upper_bound(threshold)`; for each, call [`plan_row`]
+    /// (which reads the data row and decides), remove the rows its plan names, and count the action
     /// with [`SweepTotals::count`]. Return the last index key visited.
     fn sweep_chunk(
         &self,
@@ -186,20 +236,17 @@ mod tests {
                 .collect();
             let mut result = ChunkResult::default();
             for row in rows {
-                let (offset, key) = parse_index_key(&row).unwrap();
-                let current = self.data.borrow().get(key).cloned();
-                let action = decide(offset, key, current.as_deref());
-                match action {
-                    SweepAction::RemoveValue | SweepAction::RemoveTombstone => {
-                        self.data.borrow_mut().remove(key);
-                        self.index.borrow_mut().remove(&row);
-                    }
-                    SweepAction::DropStaleIndex => {
-                        self.index.borrow_mut().remove(&row);
-                    }
-                    SweepAction::KeepCorrupt => {}
+                let plan = plan_row(&row, |key| {
+                    Ok::<_, ()>(self.data.borrow().get(key).cloned())
+                })
+                .unwrap();
+                if let Some(key) = plan.remove_data {
+                    self.data.borrow_mut().remove(key);
                 }
-                result.totals.count(action);
+                if plan.remove_index {
+                    self.index.borrow_mut().remove(&row);
+                }
+                result.totals.count(plan.action);
                 result.last_index_key = Some(row);
             }
             result.totals.chunks = 1;
@@ -225,6 +272,28 @@ mod tests {
         assert!(toy.data.borrow().contains_key(b"k3".as_slice()));
         assert!(toy.data.borrow().contains_key(b"k6".as_slice()));
         assert!(!toy.data.borrow().contains_key(b"k5".as_slice()));
+    }
+
+    #[test]
+    fn unreadable_index_rows_are_kept_and_counted() {
+        let toy = Toy::default();
+        toy.put(b"a", 1);
+        // Shorter than the 8-byte offset, and below every threshold's upper bound.
+        toy.index.borrow_mut().insert(vec![0, 0, 0], ());
+        let totals = sweep(&toy, 5, 10).unwrap();
+        assert_eq!((totals.rows_visited, totals.corrupt_kept), (2, 1));
+        assert_eq!(totals.values_removed, 1);
+        assert!(toy.index.borrow().contains_key([0u8, 0, 0].as_slice()));
+        // Met and counted again by every later sweep, never deleted.
+        assert_eq!(sweep(&toy, 5, 10).unwrap().corrupt_kept, 1);
+        assert_eq!(
+            plan_row(&[1, 2], |_| Ok::<Option<Vec<u8>>, ()>(None)),
+            Ok(RowPlan {
+                action: SweepAction::KeepUnreadableIndex,
+                remove_data: None,
+                remove_index: false
+            })
+        );
     }
 
     #[test]
