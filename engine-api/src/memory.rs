@@ -2,7 +2,7 @@
 //! in property tests and as the simplest backend.
 
 use std::collections::BTreeMap;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use crate::batch::{Record, WriteBatch, validate_key};
@@ -116,6 +116,14 @@ impl MemoryEngine {
     fn write(&self) -> Result<RwLockWriteGuard<'_, State>> {
         self.state.write().map_err(|_| Error::Closed)
     }
+
+    /// The state for reading `W` and the applied end, even from a poisoned lock: each is a
+    /// single `u64` store, so it always holds the last value published, and reading 0 instead
+    /// would claim nothing is covered or applied (a host would replay from 0; a bucket would
+    /// skip its lake check).
+    fn positions(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Engine for MemoryEngine {
@@ -162,11 +170,11 @@ impl Engine for MemoryEngine {
     }
 
     fn watermark(&self) -> u64 {
-        self.read().map(|s| s.watermark).unwrap_or_default()
+        self.positions().watermark
     }
 
     fn applied_end(&self) -> u64 {
-        self.read().map(|s| s.applied_end).unwrap_or_default()
+        self.positions().applied_end
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {
@@ -203,4 +211,26 @@ impl Engine for MemoryEngine {
 
 fn stored_bytes(data: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
     data.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermark_and_applied_end_survive_a_poisoned_lock() {
+        let engine = MemoryEngine::new(EngineOptions::default());
+        engine.put(b"k", b"v", 7).unwrap();
+        engine.advance_watermark(5).unwrap();
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = engine.state.write().unwrap();
+            panic!("poison the state lock");
+        }));
+        assert!(poisoned.is_err());
+        assert!(engine.state.is_poisoned());
+        assert_eq!((engine.watermark(), engine.applied_end()), (5, 8));
+        // Everything that could serve torn data still refuses.
+        assert!(matches!(engine.lookup(b"k"), Err(Error::Closed)));
+        assert!(matches!(engine.reclaim(), Err(Error::Closed)));
+    }
 }

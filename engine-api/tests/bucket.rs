@@ -80,10 +80,10 @@ async fn lake_progress_requests_a_reclaim_that_the_scheduler_runs() {
     sched.shutdown().await;
 }
 
-#[tokio::test]
-async fn lagging_replica_with_retention_distance_never_serves_overtaken_versions() {
-    // D = 20 keeps local entries in [W - 20, W) after the recovery reclaim.
-    let engine = memory(20);
+/// A WAL whose first two records a lagging replica applied (applied end 26) before the lake
+/// committed up to 37: `k@25` is overtaken by `k@35`, and `old-only@22` is deleted at 36.
+fn lagging_replica(distance: u64) -> (Arc<MemoryEngine>, Arc<MemoryLake>, LakeSnapshot) {
+    let engine = memory(distance);
     let lake = Arc::new(MemoryLake::new());
     let wal = batch([
         Record::put("old-only", "old-only@22", 22),
@@ -92,23 +92,26 @@ async fn lagging_replica_with_retention_distance_never_serves_overtaken_versions
         Record::delete("old-only", 36),
     ]);
     lake.append_batch(&wal).unwrap();
-    // This replica applied only the first two records (applied end 26).
     engine.apply(&batch(wal.records()[..2].to_vec())).unwrap();
     assert_eq!(engine.applied_end(), 26);
+    let committed = lake.commit(37).unwrap();
+    (engine, lake, committed)
+}
 
+#[tokio::test]
+async fn lagging_replica_with_retention_distance_never_serves_overtaken_versions() {
+    // D = 20 would keep local entries in [W - 20, W) after an ordinary reclaim.
+    let (engine, lake, s) = lagging_replica(20);
     let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
-    let s = lake.commit(37).unwrap();
     assert_eq!(
         bucket.recover(s).await.unwrap(),
         37,
         "replay from the lake end"
     );
     assert_eq!(engine.watermark(), 37);
-    // Both old versions survive locally (kept by D) but are older than the lake's.
-    assert!(matches!(
-        engine.lookup(b"k").unwrap(),
-        LocalLookup::Value { offset: 25, .. }
-    ));
+    // Both old versions are physically gone despite D: they are older than the lake's.
+    assert_eq!(engine.lookup(b"k").unwrap(), LocalLookup::Miss);
+    assert_eq!(engine.lookup(b"old-only").unwrap(), LocalLookup::Miss);
     assert_eq!(bucket.lookup(b"k").await.unwrap(), Some(b"k@35".to_vec()));
     assert_eq!(bucket.lookup(b"old-only").await.unwrap(), None);
 
@@ -118,6 +121,122 @@ async fn lagging_replica_with_retention_distance_never_serves_overtaken_versions
         .await
         .unwrap();
     assert_eq!(bucket.lookup(b"k").await.unwrap(), Some(b"k@40".to_vec()));
+}
+
+/// The review's restart scenario: after the lagging replica recovered and replayed past the
+/// lake end (applied end 41 > W = 37), a restart (a new bucket over the same engine) recovers
+/// with `W < applied end`. A key the lake deleted must still read as deleted, not as the
+/// replica's own older value that the retention distance would have kept.
+#[tokio::test]
+async fn lagging_replica_with_retention_distance_after_a_restart_never_serves_deleted_keys() {
+    let (engine, lake, s) = lagging_replica(20);
+    let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
+    assert_eq!(bucket.recover(s).await.unwrap(), 37);
+    let replay = batch([Record::put("k", "k@40", 40)]);
+    lake.append_batch(&replay).unwrap();
+    bucket.apply(replay).await.unwrap();
+    assert_eq!(engine.applied_end(), 41);
+    drop(bucket);
+
+    let restarted = HistoricalBucket::new(engine.clone(), lake.clone());
+    assert_eq!(restarted.recover(s).await.unwrap(), 41);
+    assert_eq!(engine.watermark(), 37);
+    assert_eq!(restarted.lookup(b"old-only").await.unwrap(), None);
+    assert_eq!(engine.lookup(b"old-only").unwrap(), LocalLookup::Miss);
+    assert_eq!(
+        restarted.lookup(b"k").await.unwrap(),
+        Some(b"k@40".to_vec())
+    );
+}
+
+/// A recovery that stopped after the durable adopt but before the purge leaves `W` above the
+/// applied end with the stale entries still stored. A new bucket does not trust them even
+/// before recovering, and its recovery purges them although the adopt does not move `W` now.
+#[tokio::test]
+async fn lagging_recovery_interrupted_before_the_purge_purges_on_the_next_recovery() {
+    let (engine, lake, s) = lagging_replica(20);
+    // The interrupted recovery: W adopted and durable, nothing purged.
+    assert!(engine.adopt_lake_watermark(37).unwrap().moved);
+    assert!(matches!(
+        engine.lookup(b"old-only").unwrap(),
+        LocalLookup::Value { offset: 22, .. }
+    ));
+
+    let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
+    // Not the stale local value: the lookuper is not refreshed yet, so the answer is refused.
+    assert!(matches!(
+        bucket.lookup(b"old-only").await,
+        Err(Error::Lake(_))
+    ));
+    assert!(matches!(bucket.lookup(b"k").await, Err(Error::Lake(_))));
+
+    assert_eq!(bucket.recover(s).await.unwrap(), 37);
+    assert_eq!(bucket.stats().watermark_advances, 0, "W did not move now");
+    assert_eq!(engine.lookup(b"old-only").unwrap(), LocalLookup::Miss);
+    assert_eq!(engine.lookup(b"k").unwrap(), LocalLookup::Miss);
+    assert_eq!(bucket.lookup(b"old-only").await.unwrap(), None);
+    assert_eq!(bucket.lookup(b"k").await.unwrap(), Some(b"k@35".to_vec()));
+}
+
+/// A replica that does not lag keeps its retention margin through recovery: the purge is only
+/// for entries the lake may have overtaken.
+#[tokio::test]
+async fn recovery_of_an_up_to_date_replica_keeps_the_retention_margin() {
+    let engine = memory(5);
+    let lake = Arc::new(MemoryLake::new());
+    let b = puts(0..20);
+    lake.append_batch(&b).unwrap();
+    engine.apply(&b).unwrap();
+    let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
+    assert_eq!(bucket.recover(lake.commit(12).unwrap()).await.unwrap(), 20);
+    assert_eq!(engine.watermark(), 12);
+    for i in 0..20 {
+        assert!(
+            matches!(
+                engine.lookup(format!("k{i}").as_bytes()).unwrap(),
+                LocalLookup::Value { .. }
+            ),
+            "k{i} kept: recovery does not reclaim an up-to-date replica"
+        );
+    }
+    assert_eq!(engine.reclaim().unwrap().removed(), 7, "D = 5 keeps 7..12");
+}
+
+/// Dropping a bucket without `close` deregisters it from the scheduler synchronously: the id
+/// is free at once (a reopened bucket can register again) and the scheduler lets go of the
+/// engine.
+#[tokio::test(start_paused = true)]
+async fn dropping_a_bucket_without_close_deregisters_it() {
+    let engine = memory(0);
+    let lake = Arc::new(MemoryLake::new());
+    let sched =
+        ReclaimScheduler::new(SchedulerConfig::default().with_min_interval(Duration::from_secs(1)))
+            .unwrap();
+    let id = BucketId(9);
+    let bucket = HistoricalBucket::new(engine.clone(), lake.clone())
+        .with_scheduler(&sched, id)
+        .unwrap();
+    bucket.recover(LakeSnapshot::default()).await.unwrap();
+    let b = puts(0..10);
+    lake.append_batch(&b).unwrap();
+    bucket.apply(b).await.unwrap();
+    let s = lake.commit(5).unwrap();
+    bucket.on_lake_progress(s.id, s.end_offset).await.unwrap();
+
+    drop(bucket);
+    assert!(sched.bucket_stats(id).is_none(), "deregistered by drop");
+    assert!(matches!(sched.request(id), Err(Error::InvalidInput(_))));
+    // The same id registers again straight away (what an in-process reopen does).
+    let reopened = HistoricalBucket::new(engine.clone(), lake.clone())
+        .with_scheduler(&sched, id)
+        .unwrap();
+    drop(reopened);
+
+    // The stopped workers end on their own; then nothing but this test holds the engine.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(Arc::strong_count(&engine), 1);
+    assert!(sched.stats().buckets.is_empty());
+    sched.shutdown().await;
 }
 
 #[tokio::test]

@@ -169,6 +169,9 @@ impl Engine for FakeEngine {
         self.probe.in_flight.fetch_sub(1, Ordering::SeqCst);
         result
     }
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.inner.reclaim_below(threshold)
+    }
     fn stats(&self) -> Result<EngineStats> {
         self.inner.stats()
     }
@@ -475,4 +478,41 @@ fn new_outside_a_runtime_is_an_error() {
         ReclaimScheduler::new(SchedulerConfig::default()),
         Err(Error::Unsupported(_))
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn forget_frees_the_id_at_once_and_the_worker_lets_go_after_its_reclaim() {
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config());
+    sched.register(A, engine.clone()).unwrap();
+    probe.gate.hold();
+    sched.request(A).unwrap();
+    probe.entered(1).await;
+    assert_eq!(sched.request(A).unwrap(), Requested::Queued);
+
+    // Returns without waiting for the held reclaim (a sync call: nothing to await).
+    assert!(sched.forget(A));
+    assert!(!sched.forget(A));
+    assert!(sched.bucket_stats(A).is_none());
+    assert!(matches!(sched.request(A), Err(Error::InvalidInput(_))));
+    let successor = FakeEngine::filled(&probe, 10, 5);
+    sched.register(A, successor.clone()).unwrap();
+    assert!(
+        Arc::strong_count(&engine) > 1,
+        "the running reclaim still uses the engine"
+    );
+
+    probe.gate.open();
+    // Shutdown waits for every worker, forgotten ones included.
+    sched.shutdown().await;
+    assert_eq!(Arc::strong_count(&engine), 1);
+    assert_eq!(Arc::strong_count(&successor), 1);
+    assert_eq!((engine.attempts(), successor.attempts()), (1, 0));
+    let total = sched.stats().total;
+    assert_eq!(
+        (total.runs, total.dropped),
+        (1, 1),
+        "the running reclaim finished; the waiting one was dropped"
+    );
 }

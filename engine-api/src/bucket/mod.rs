@@ -82,8 +82,11 @@ pub struct HistoricalBucket<E: Engine + 'static> {
     /// End offset of the snapshot the lookuper serves. Written under `progress`, after the
     /// refresh succeeded and before the watermark it allows is published.
     lake_end: AtomicU64,
-    /// Local entries below this offset are not authoritative: a lagging replica adopted a lake
-    /// end beyond its applied end, so the lake may hold newer versions of them.
+    /// Local entries below this offset are not authoritative: a lagging replica adopted (or is
+    /// adopting) a lake end beyond its applied end, so the lake may hold newer versions of them.
+    /// Raised before the watermark it guards is published; [`recover`](Self::recover) then
+    /// physically removes those entries, so this only covers the window until it has (and a
+    /// bucket opened over an engine whose purge was interrupted, see [`new`](Self::new)).
     stale_below: AtomicU64,
     counters: Counters,
 }
@@ -101,14 +104,25 @@ impl<E: Engine + 'static> std::fmt::Debug for HistoricalBucket<E> {
 impl<E: Engine + 'static> HistoricalBucket<E> {
     /// A bucket without a scheduler (reclaim by hand or not at all). Call
     /// [`recover`](Self::recover) before serving lookups.
+    ///
+    /// An engine whose watermark is above its applied end adopted a lake end as a lagging
+    /// replica; if the process stopped before recovery purged its older local entries, they may
+    /// still be there. Until [`recover`](Self::recover) removes them, lookups do not trust local
+    /// entries below that watermark.
     pub fn new(engine: Arc<E>, lake: Arc<dyn LakeLookuper>) -> Self {
+        let watermark = engine.watermark();
+        let stale_below = if watermark > engine.applied_end() {
+            watermark
+        } else {
+            0
+        };
         HistoricalBucket {
             engine,
             lake,
             reclaim: None,
             progress: tokio::sync::Mutex::new(()),
             lake_end: AtomicU64::new(0),
-            stale_below: AtomicU64::new(0),
+            stale_below: AtomicU64::new(stale_below),
             counters: Counters::default(),
         }
     }
@@ -206,8 +220,11 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
 
     /// Stops scheduling reclaims for this bucket (waiting for a running one), flushes the
     /// engine and drops the bucket's references to it.
-    pub async fn close(self) -> Result<()> {
-        if let Some(reclaim) = &self.reclaim {
+    ///
+    /// Dropping a bucket without `close` also deregisters it from the scheduler, at once, but
+    /// neither waits for a running reclaim nor flushes.
+    pub async fn close(mut self) -> Result<()> {
+        if let Some(reclaim) = self.reclaim.take() {
             reclaim.scheduler.unregister(reclaim.id).await;
         }
         self.blocking(|engine| engine.flush()).await
@@ -223,5 +240,18 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
         tokio::task::spawn_blocking(move || call(&engine))
             .await
             .map_err(|e| Error::backend(self.engine.backend_name(), e))?
+    }
+}
+
+impl<E: Engine + 'static> Drop for HistoricalBucket<E> {
+    /// Deregisters from the scheduler synchronously (no runtime needed), so the id is free at
+    /// once and the worker lets go of the engine when it stops; otherwise a dropped bucket
+    /// would keep its engine (and, for sled, its directory) registered until shutdown.
+    fn drop(&mut self) {
+        if let Some(reclaim) = self.reclaim.take()
+            && reclaim.scheduler.forget(reclaim.id)
+        {
+            tracing::debug!(bucket = %reclaim.id, "bucket dropped without close; deregistered");
+        }
     }
 }

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::lake::LakeSnapshot;
 use crate::outcome::WatermarkUpdate;
 use crate::scheduler::Requested;
+use crate::watermark::plan_adopt;
 
 /// What [`HistoricalBucket::on_lake_progress`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,9 +92,13 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
     ///
     /// Raising `W` above the applied end (a lagging replica) is allowed here and only here
     /// ([`Engine::adopt_lake_watermark`]): the lake holds those records. The local entries of
-    /// such a replica may be older than the lake's, so they are reclaimed before this returns
-    /// and, until then and for entries kept by a retention distance, lookups below the adopted
-    /// watermark go to the lake.
+    /// such a replica may be older than the lake's versions of the same keys, so every one below
+    /// `W` is physically removed with [`Engine::reclaim_below`] (the retention distance does not
+    /// keep them) and flushed before this returns, so no later bucket over this engine, after
+    /// any restart, can serve them. The decision compares `W` with the applied end, not whether
+    /// `W` moved now: a recovery interrupted between the durable adopt and the purge left `W`
+    /// above the applied end, and the next recovery purges again. Lookups stop trusting those
+    /// entries before `W` is raised.
     ///
     /// A committed snapshot older than the persisted watermark never lowers it; the lookuper is
     /// refreshed to it, and local misses are refused until lake progress reaches `W` again.
@@ -104,16 +109,23 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
         if committed.end_offset >= self.lake_end.load(Ordering::SeqCst) {
             self.refresh(committed).await?;
         }
+        // What this replica applied itself (adopting does not move it; the host applies nothing
+        // before it has the replay offset this returns).
+        let applied_end = self.engine.applied_end();
+        let target = plan_adopt(self.engine.watermark(), committed.end_offset).current;
+        if target > applied_end {
+            // Before W moves, so no lookup sees the adopted W and still trusts an entry below it.
+            self.stale_below.fetch_max(target, Ordering::SeqCst);
+        }
         let update = self
             .blocking(move |engine| engine.adopt_lake_watermark(committed.end_offset))
             .await?;
         let watermark = update.current;
-        let applied_end = self.engine.applied_end();
         if watermark > applied_end {
             self.stale_below.fetch_max(watermark, Ordering::SeqCst);
             let report = self
-                .blocking(|engine| {
-                    let report = engine.reclaim()?;
+                .blocking(move |engine| {
+                    let report = engine.reclaim_below(watermark)?;
                     engine.flush()?;
                     Ok(report)
                 })
@@ -122,7 +134,7 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
                 watermark,
                 applied_end,
                 removed = report.removed(),
-                "lagging replica adopted the lake end; local entries below it reclaimed"
+                "lagging replica adopted the lake end; every local entry below it removed"
             );
         }
         if committed.end_offset < watermark {

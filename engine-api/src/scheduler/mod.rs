@@ -170,6 +170,23 @@ impl ReclaimScheduler {
         true
     }
 
+    /// Stops scheduling bucket `id` without waiting: the id is free for a new registration as
+    /// soon as this returns, and the worker ends on its own (after its running reclaim, if any;
+    /// a waiting one is dropped), releasing its reference to the engine then. Needs no runtime
+    /// context, so it can run in `Drop`. Returns whether it was registered.
+    ///
+    /// [`unregister`](Self::unregister) is the graceful form: it also waits for the worker.
+    pub fn forget(&self, id: BucketId) -> bool {
+        let Some(registration) = self.write().remove(&id) else {
+            return false;
+        };
+        registration.stop.send_replace(true);
+        // Dropping the handle detaches the worker; `shutdown` still waits for it (`alive`).
+        drop(registration);
+        tracing::debug!(bucket = %id, "bucket forgotten by reclaim");
+        true
+    }
+
     /// Refuses new registrations and requests (`Error::Closed`), drops waiting reclaims, and
     /// waits until every running reclaim has finished. Idempotent; concurrent callers all wait.
     pub async fn shutdown(&self) {
