@@ -2,25 +2,35 @@
 //!
 //! A sled transaction cannot range-scan, so a chunk has two steps: pick at most `limit` index rows
 //! below the threshold with a plain range scan over `by_offset` (outside any transaction), then
-//! decide and apply every row inside **one** transaction over `data` and `by_offset`. The data row
-//! is re-read inside the transaction, so an overwrite that committed between the two steps is seen
-//! and the newer value is never removed: its tag no longer equals the index row's offset.
+//! plan and apply every row inside **one** transaction over `data`, `by_offset` and `meta`. The
+//! data row is re-read inside the transaction, so an overwrite that committed between the two
+//! steps is seen and the newer value is never removed: its tag no longer equals the index row's
+//! offset. The same transaction lowers the persisted live-entry count by the rows it removed.
 
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine_api::Result;
-use engine_api::sweeper::{
-    ChunkResult, SweepAction, SweepChunk, SweepTotals, decide, index_upper_bound, parse_index_key,
-};
+use engine_api::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
+use engine_api::{Error, Result};
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
-use crate::errors::{NoAbort, sled_error, tx_error};
+use crate::errors::{sled_error, tx_error};
+use crate::meta;
 
-/// The two trees a chunk touches.
+/// A callback run after every committed sweep chunk (see
+/// [`SledEngine::on_chunk_committed`](crate::SledEngine::on_chunk_committed)).
+pub type ChunkHook = Arc<dyn Fn(&SweepTotals) + Send + Sync>;
+
+/// The trees and in-memory state a chunk touches.
 pub(crate) struct Chunker<'a> {
     pub(crate) data: &'a sled::Tree,
     pub(crate) by_offset: &'a sled::Tree,
+    pub(crate) meta: &'a sled::Tree,
+    /// The engine's in-memory copy of the live-entry count, lowered after each commit.
+    pub(crate) live_entries: &'a AtomicU64,
+    pub(crate) hook: Option<&'a ChunkHook>,
 }
 
 impl Chunker<'_> {
@@ -52,37 +62,41 @@ impl SweepChunk for Chunker<'_> {
         let Some(last) = rows.last() else {
             return Ok(ChunkResult::default());
         };
-        let mut totals = (self.data, self.by_offset)
+        let (mut totals, removed) = (self.data, self.by_offset, self.meta)
             .transaction(
-                |(data, index)| -> ConflictableTransactionResult<SweepTotals, NoAbort> {
+                |(data, index, meta)| -> ConflictableTransactionResult<(SweepTotals, u64), Error> {
                     // Built afresh on every attempt: sled may re-run the closure.
                     let mut totals = SweepTotals::default();
+                    let mut removed = 0u64;
                     for row in &rows {
-                        let Some((offset, key)) = parse_index_key(row) else {
-                            // An index key shorter than its 8-byte offset cannot be read;
-                            // like a corrupt value, it is kept and counted, never guessed at.
-                            totals.count(SweepAction::KeepCorrupt);
-                            continue;
-                        };
-                        let current = data.get(key)?;
-                        let action = decide(offset, key, current.as_deref());
-                        match action {
-                            SweepAction::RemoveValue | SweepAction::RemoveTombstone => {
-                                data.remove(key)?;
-                                index.remove(row.clone())?;
-                            }
-                            SweepAction::DropStaleIndex => {
-                                index.remove(row.clone())?;
-                            }
-                            SweepAction::KeepCorrupt => {}
+                        // The shared rule, unreadable index rows included (kept and counted).
+                        let plan = plan_row(row, |key| data.get(key))?;
+                        if let Some(key) = plan.remove_data
+                            && data.remove(key)?.is_some()
+                        {
+                            removed += 1;
                         }
-                        totals.count(action);
+                        if plan.remove_index {
+                            index.remove(row.clone())?;
+                        }
+                        totals.count(plan.action);
                     }
-                    Ok(totals)
+                    meta::adjust_live(meta, 0, removed)?;
+                    Ok((totals, removed))
                 },
             )
             .map_err(tx_error)?;
+        // Deltas commute, so concurrent applies updating the same counter cannot reorder it.
+        let _ = self
+            .live_entries
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(removed))
+            });
         totals.chunks = 1;
+        if let Some(hook) = self.hook {
+            // Outside the transaction: writers and other buckets proceed while it runs.
+            hook(&totals);
+        }
         Ok(ChunkResult {
             totals,
             last_index_key: Some(last.to_vec()),

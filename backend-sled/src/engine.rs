@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -15,8 +15,8 @@ use engine_api::{
 };
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
-use crate::chunk::Chunker;
-use crate::errors::{BACKEND, NoAbort, sled_error, tx_error};
+use crate::chunk::{ChunkHook, Chunker};
+use crate::errors::{BACKEND, StoreFailed, sled_error, tx_error};
 use crate::meta;
 use crate::registry::{self, OpenStore};
 
@@ -24,15 +24,28 @@ use crate::registry::{self, OpenStore};
 /// holds the Tidemark marker beside it).
 pub const DB_SUBDIR: &str = "sled";
 
+/// The most index rows one sweep chunk visits, whatever `sweep_chunk_rows` asks for.
+///
+/// A sled 0.34 transaction holds a **process-wide** lock for its whole closure: while a chunk
+/// runs, every transaction and every plain read or write of *every* sled store in the process
+/// waits (sled takes the shared side of that lock for ordinary operations once any transaction
+/// has run). A chunk of the default 4096 rows would stall all sled buckets, not just this one, so
+/// sled chunks are capped well below it; reclaiming takes a few more, shorter transactions.
+pub const MAX_SWEEP_CHUNK_ROWS: usize = 256;
+
 /// sled's page cache per bucket. sled's default (1 GiB) is sized for one database per process;
 /// a node hosts many buckets, so each gets a smaller share.
 const CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A bucket stored in sled, reclaimed by the shared range-scan sweeper.
 ///
-/// `W` and the applied end live in atomics (read without locks) and in the `meta` tree; every
-/// change to them happens under the writer mutex, in the same transaction (applied end) or
-/// followed by a flush (watermark) that makes it durable.
+/// `W`, the applied end and the live-entry count live in atomics (read without locks) and in the
+/// `meta` tree; every change to them happens in the same transaction as the rows it describes
+/// (applied end, live count) or is followed by a flush (watermark) that makes it durable.
+///
+/// If a flush that follows a committed write fails, the engine is marked failed: from then on
+/// every write, watermark change, reclaim and flush returns [`StoreFailed`] until the store is
+/// reopened (see there why a retry must not simply succeed).
 pub struct SledEngine {
     path: PathBuf,
     options: EngineOptions,
@@ -42,12 +55,20 @@ pub struct SledEngine {
     meta: sled::Tree,
     /// Serialises `apply`, `advance_watermark` and `adopt_lake_watermark`.
     writer: Mutex<()>,
-    /// Serialises `reclaim` calls (never held by writers), so reports are not split between two
+    /// Serialises reclaims (never held by writers), so reports are not split between two
     /// concurrent sweeps of the same rows.
     reclaimer: Mutex<()>,
     last_sweep: Mutex<Option<SweepTotals>>,
+    chunk_hook: Mutex<Option<ChunkHook>>,
     watermark: AtomicU64,
     applied_end: AtomicU64,
+    /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
+    live_entries: AtomicU64,
+    /// Set when a flush after a committed write failed; see [`StoreFailed`].
+    failed: AtomicBool,
+    /// Makes the next flush fail, to test the failed state without a failing disk.
+    #[cfg(test)]
+    fail_next_flush: AtomicBool,
     counters: Counters,
     /// Declared last so it drops after every sled handle above (fields drop in order).
     _open_store: OpenStore,
@@ -59,6 +80,7 @@ impl fmt::Debug for SledEngine {
             .field("path", &self.path)
             .field("watermark", &self.watermark.load(Ordering::Acquire))
             .field("applied_end", &self.applied_end.load(Ordering::Acquire))
+            .field("failed", &self.failed.load(Ordering::Acquire))
             .finish_non_exhaustive()
     }
 }
@@ -74,11 +96,27 @@ impl SledEngine {
         &self.options
     }
 
-    /// What the most recent `reclaim` did row by row (`None` before the first one): index rows
+    /// The rows per sweep chunk actually used: `sweep_chunk_rows` capped at
+    /// [`MAX_SWEEP_CHUNK_ROWS`].
+    pub fn sweep_chunk_rows(&self) -> usize {
+        self.options.sweep_chunk_rows.clamp(1, MAX_SWEEP_CHUNK_ROWS)
+    }
+
+    /// What the most recent reclaim did row by row (`None` before the first one): index rows
     /// visited, stale rows dropped, chunks committed. Tests use `rows_visited` to show that the
     /// sweeper's work follows the covered range, not the table size.
     pub fn last_sweep(&self) -> Option<SweepTotals> {
         self.last_sweep.lock().map(|g| *g).unwrap_or_default()
+    }
+
+    /// Installs (or, with `None`, removes) a callback that every reclaim runs after each chunk it
+    /// commits, with that chunk's totals. It runs on the reclaiming thread, outside any
+    /// transaction and without the writer lock, so writers proceed while it runs; a callback that
+    /// blocks holds up only the reclaim. Meant for progress diagnostics and for tests that need a
+    /// reclaim paused between two chunks.
+    pub fn on_chunk_committed(&self, hook: Option<ChunkHook>) -> Result<()> {
+        *self.lock(&self.chunk_hook)? = hook;
+        Ok(())
     }
 
     /// sled's own figure for the bytes its files occupy.
@@ -95,10 +133,11 @@ impl SledEngine {
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let _writer = self.lock(&self.writer)?;
+        self.check_usable()?;
         let tag = codec::decode(key, stored).ok().map(|d| d.offset());
-        (&self.data, &self.by_offset)
+        let added = (&self.data, &self.by_offset, &self.meta)
             .transaction(
-                |(data, index)| -> ConflictableTransactionResult<(), NoAbort> {
+                |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
                     let previous = data.insert(key, stored)?;
                     if tag.is_none()
                         && let Some(old) = previous.as_deref().and_then(codec::peek_tag)
@@ -106,17 +145,50 @@ impl SledEngine {
                         index.remove(index_key(old, key))?;
                     }
                     index.insert(index_key(tag.unwrap_or(0), key), &[][..])?;
-                    Ok(())
+                    let added = u64::from(previous.is_none());
+                    meta::adjust_live(meta, added, 0)?;
+                    Ok(added)
                 },
             )
             .map_err(tx_error)?;
-        self.db.flush().map_err(sled_error)?;
-        Ok(())
+        self.live_entries.fetch_add(added, Ordering::AcqRel);
+        self.flush_committed()
     }
 
     fn lock<'a, T>(&self, mutex: &'a Mutex<T>) -> Result<MutexGuard<'a, T>> {
         // A poisoned lock means a panic mid-update elsewhere; refuse rather than guess.
         mutex.lock().map_err(|_| Error::Closed)
+    }
+
+    /// Refuses once a flush after a committed write has failed.
+    fn check_usable(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(StoreFailed::error(&self.path, None));
+        }
+        Ok(())
+    }
+
+    /// Flushes after a committed write. On failure the write is visible but maybe not durable,
+    /// and nothing would stop a retry from being acknowledged without a flush, so the engine is
+    /// marked failed before the error is returned.
+    fn flush_committed(&self) -> Result<()> {
+        if let Err(e) = self.flush_db() {
+            self.failed.store(true, Ordering::Release);
+            tracing::error!(path = %self.path.display(), error = %e,
+                "sled flush after a committed write failed; the store must be reopened");
+            return Err(StoreFailed::error(&self.path, Some(e)));
+        }
+        Ok(())
+    }
+
+    fn flush_db(&self) -> sled::Result<()> {
+        #[cfg(test)]
+        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
+            return Err(sled::Error::Io(std::io::Error::other(
+                "injected flush failure",
+            )));
+        }
+        self.db.flush().map(drop)
     }
 
     /// Writes `W` to `meta` and flushes: the watermark is always durable before it is published.
@@ -125,148 +197,31 @@ impl SledEngine {
             self.meta
                 .insert(meta::WATERMARK, &update.current.to_be_bytes())
                 .map_err(sled_error)?;
-            self.db.flush().map_err(sled_error)?;
+            // `meta` now holds a watermark memory does not: a failed flush fails the engine.
+            self.flush_committed()?;
             self.watermark.store(update.current, Ordering::Release);
         }
         Ok(())
     }
 
-    /// Index rows below `threshold`: covered entries plus stale rows not yet dropped.
-    fn count_index_below(&self, threshold: u64) -> Result<u64> {
-        let upper = index_upper_bound(threshold);
-        let mut count = 0u64;
-        for row in self.by_offset.range(..&upper[..]).keys() {
-            row.map_err(sled_error)?;
-            count += 1;
-        }
-        Ok(count)
-    }
-}
-
-impl OpenEngine for SledEngine {
-    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
-        // The marker first: a directory of another backend (or a newer build) is refused before
-        // sled creates anything in it.
-        layout::claim_directory(path, BACKEND)?;
-        let db_dir = path.join(DB_SUBDIR);
-        let config = sled::Config::new()
-            .path(&db_dir)
-            .cache_capacity(CACHE_CAPACITY_BYTES);
-        let (db, open_store) = registry::open(path, &db_dir, &config)?;
-        let tree = |name: &str| db.open_tree(name).map_err(sled_error);
-        let data = tree("data")?;
-        let by_offset = tree("by_offset")?;
-        let meta = tree("meta")?;
-        let restored = meta::restore(&meta, path)?;
-        // Makes a fresh store's format version durable; cheap when nothing changed.
-        db.flush().map_err(sled_error)?;
-        Ok(SledEngine {
-            path: path.to_path_buf(),
-            options,
-            db,
-            data,
-            by_offset,
-            meta,
-            writer: Mutex::new(()),
-            reclaimer: Mutex::new(()),
-            last_sweep: Mutex::new(None),
-            watermark: AtomicU64::new(restored.watermark),
-            applied_end: AtomicU64::new(restored.applied_end),
-            counters: Counters::default(),
-            _open_store: open_store,
-        })
-    }
-}
-
-impl Engine for SledEngine {
-    fn backend_name(&self) -> &'static str {
-        BACKEND
-    }
-
-    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
-        let _writer = self.lock(&self.writer)?;
-        let applied_end = self.applied_end.load(Ordering::Acquire);
-        let plan = plan_apply(batch, self.watermark.load(Ordering::Acquire), applied_end)?;
-        if plan.advances(applied_end) {
-            // Encoded once, outside the closure: sled may run the closure more than once.
-            let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = plan
-                .writes
-                .iter()
-                .map(|r| (r.key(), r.encoded_value(), index_key(r.offset(), r.key())))
-                .collect();
-            let end = plan.outcome.applied_end.to_be_bytes();
-            (&self.data, &self.by_offset, &self.meta)
-                .transaction(
-                    |(data, index, meta)| -> ConflictableTransactionResult<(), NoAbort> {
-                        for (key, stored, index_row) in &rows {
-                            data.insert(*key, stored.as_slice())?;
-                            index.insert(index_row.as_slice(), &[][..])?;
-                        }
-                        meta.insert(meta::APPLIED_END, &end[..])?;
-                        Ok(())
-                    },
-                )
-                .map_err(tx_error)?;
-            // Committed and visible: publish before the flush so memory matches the trees even
-            // if the flush fails.
-            self.applied_end
-                .store(plan.outcome.applied_end, Ordering::Release);
-            self.counters.record_apply(&plan.outcome);
-            if self.options.sync_writes {
-                self.db.flush().map_err(sled_error)?;
-            }
-        } else {
-            // Every record was covered or already applied: nothing to write.
-            self.counters.record_apply(&plan.outcome);
-        }
-        Ok(plan.outcome)
-    }
-
-    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
-        validate_key(key)?;
-        match self.data.get(key).map_err(sled_error)? {
-            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, &bytes)?)),
-            None => Ok(LocalLookup::Miss),
-        }
-    }
-
-    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
-        let _writer = self.lock(&self.writer)?;
-        let update = plan_advance(
-            self.watermark.load(Ordering::Acquire),
-            self.applied_end.load(Ordering::Acquire),
-            w,
-        );
-        self.persist_watermark(&update)?;
-        Ok(update)
-    }
-
-    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        let _writer = self.lock(&self.writer)?;
-        let update = plan_adopt(self.watermark.load(Ordering::Acquire), lake_end);
-        self.persist_watermark(&update)?;
-        Ok(update)
-    }
-
-    fn watermark(&self) -> u64 {
-        self.watermark.load(Ordering::Acquire)
-    }
-
-    fn applied_end(&self) -> u64 {
-        self.applied_end.load(Ordering::Acquire)
-    }
-
-    fn reclaim(&self) -> Result<ReclaimReport> {
+    /// Sweeps every index row below `threshold_of(W)`, reading `W` once under the reclaimer lock.
+    /// Both [`Engine::reclaim`] and [`Engine::reclaim_below`] are this with a different threshold.
+    fn reclaim_at(&self, threshold_of: impl FnOnce(u64) -> u64) -> Result<ReclaimReport> {
+        self.check_usable()?;
         let _reclaimer = self.lock(&self.reclaimer)?;
         let started = Instant::now();
-        let threshold = reclaim_threshold(self.watermark(), self.options.retention_distance);
+        let threshold = threshold_of(self.watermark());
         let bytes_before = self.size_on_disk()?;
+        let hook = self.lock(&self.chunk_hook)?.clone();
         let chunker = Chunker {
             data: &self.data,
             by_offset: &self.by_offset,
+            meta: &self.meta,
+            live_entries: &self.live_entries,
+            hook: hook.as_ref(),
         };
         // Each chunk is its own short transaction, so writers wait for one chunk at most.
-        let totals = sweeper::sweep(&chunker, threshold, self.options.sweep_chunk_rows)?;
+        let totals = sweeper::sweep(&chunker, threshold, self.sweep_chunk_rows())?;
         let report = ReclaimReport {
             threshold,
             values_removed: totals.values_removed,
@@ -290,6 +245,174 @@ impl Engine for SledEngine {
         Ok(report)
     }
 
+    /// Index rows below `threshold`: covered entries plus stale rows not yet dropped.
+    fn count_index_below(&self, threshold: u64) -> Result<u64> {
+        let upper = index_upper_bound(threshold);
+        let mut count = 0u64;
+        for row in self.by_offset.range(..&upper[..]).keys() {
+            row.map_err(sled_error)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+}
+
+/// The live-entry count of a store opened without one (older stores): counted once, then kept
+/// exact by every transaction.
+fn count_live_entries(data: &sled::Tree, meta: &sled::Tree) -> Result<u64> {
+    let mut count = 0u64;
+    for row in data.iter().keys() {
+        row.map_err(sled_error)?;
+        count += 1;
+    }
+    meta.insert(meta::LIVE_ENTRIES, &count.to_be_bytes())
+        .map_err(sled_error)?;
+    Ok(count)
+}
+
+impl OpenEngine for SledEngine {
+    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+        // The marker first: a directory of another backend (or a newer build) is refused before
+        // sled creates anything in it.
+        layout::claim_directory(path, BACKEND)?;
+        let db_dir = path.join(DB_SUBDIR);
+        let config = sled::Config::new()
+            .path(&db_dir)
+            .cache_capacity(CACHE_CAPACITY_BYTES);
+        let (db, open_store) = registry::open(path, &db_dir, &config)?;
+        let tree = |name: &str| db.open_tree(name).map_err(sled_error);
+        let data = tree("data")?;
+        let by_offset = tree("by_offset")?;
+        let meta = tree("meta")?;
+        let restored = meta::restore(&meta, path)?;
+        // Nothing else can write yet: the registry refuses a second open in this process.
+        let live_entries = match restored.live_entries {
+            Some(count) => count,
+            None => count_live_entries(&data, &meta)?,
+        };
+        // Makes a fresh store's format version (and a first count) durable; cheap otherwise.
+        db.flush().map_err(sled_error)?;
+        Ok(SledEngine {
+            path: path.to_path_buf(),
+            options,
+            db,
+            data,
+            by_offset,
+            meta,
+            writer: Mutex::new(()),
+            reclaimer: Mutex::new(()),
+            last_sweep: Mutex::new(None),
+            chunk_hook: Mutex::new(None),
+            watermark: AtomicU64::new(restored.watermark),
+            applied_end: AtomicU64::new(restored.applied_end),
+            live_entries: AtomicU64::new(live_entries),
+            failed: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_next_flush: AtomicBool::new(false),
+            counters: Counters::default(),
+            _open_store: open_store,
+        })
+    }
+}
+
+impl Engine for SledEngine {
+    fn backend_name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
+        let _writer = self.lock(&self.writer)?;
+        // Before planning: after a failed flush the "already applied" answer cannot be trusted
+        // to mean "durable".
+        self.check_usable()?;
+        let applied_end = self.applied_end.load(Ordering::Acquire);
+        let plan = plan_apply(batch, self.watermark.load(Ordering::Acquire), applied_end)?;
+        if plan.advances(applied_end) {
+            // Encoded once, outside the closure: sled may run the closure more than once.
+            let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = plan
+                .writes
+                .iter()
+                .map(|r| (r.key(), r.encoded_value(), index_key(r.offset(), r.key())))
+                .collect();
+            let end = plan.outcome.applied_end.to_be_bytes();
+            let added = (&self.data, &self.by_offset, &self.meta)
+                .transaction(
+                    |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
+                        // `insert` returns the previous value (this transaction's own writes
+                        // included), so a key new to `data` is counted exactly once.
+                        let mut added = 0u64;
+                        for (key, stored, index_row) in &rows {
+                            if data.insert(*key, stored.as_slice())?.is_none() {
+                                added += 1;
+                            }
+                            index.insert(index_row.as_slice(), &[][..])?;
+                        }
+                        meta.insert(meta::APPLIED_END, &end[..])?;
+                        meta::adjust_live(meta, added, 0)?;
+                        Ok(added)
+                    },
+                )
+                .map_err(tx_error)?;
+            // Committed and visible: publish before the flush so memory matches the trees even
+            // if the flush fails (which then fails the engine, see `flush_committed`).
+            self.live_entries.fetch_add(added, Ordering::AcqRel);
+            self.applied_end
+                .store(plan.outcome.applied_end, Ordering::Release);
+            self.counters.record_apply(&plan.outcome);
+            if self.options.sync_writes {
+                self.flush_committed()?;
+            }
+        } else {
+            // Every record was covered or already applied: nothing to write.
+            self.counters.record_apply(&plan.outcome);
+        }
+        Ok(plan.outcome)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
+        validate_key(key)?;
+        match self.data.get(key).map_err(sled_error)? {
+            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, &bytes)?)),
+            None => Ok(LocalLookup::Miss),
+        }
+    }
+
+    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
+        let _writer = self.lock(&self.writer)?;
+        self.check_usable()?;
+        let update = plan_advance(
+            self.watermark.load(Ordering::Acquire),
+            self.applied_end.load(Ordering::Acquire),
+            w,
+        );
+        self.persist_watermark(&update)?;
+        Ok(update)
+    }
+
+    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
+        let _writer = self.lock(&self.writer)?;
+        self.check_usable()?;
+        let update = plan_adopt(self.watermark.load(Ordering::Acquire), lake_end);
+        self.persist_watermark(&update)?;
+        Ok(update)
+    }
+
+    fn watermark(&self) -> u64 {
+        self.watermark.load(Ordering::Acquire)
+    }
+
+    fn applied_end(&self) -> u64 {
+        self.applied_end.load(Ordering::Acquire)
+    }
+
+    fn reclaim(&self) -> Result<ReclaimReport> {
+        self.reclaim_at(|w| reclaim_threshold(w, self.options.retention_distance))
+    }
+
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.reclaim_at(|w| threshold.min(w))
+    }
+
     fn stats(&self) -> Result<EngineStats> {
         let watermark = self.watermark();
         let threshold = reclaim_threshold(watermark, self.options.retention_distance);
@@ -297,8 +420,8 @@ impl Engine for SledEngine {
             watermark,
             applied_end: self.applied_end(),
             bytes_on_disk: self.size_on_disk()?,
-            // sled's `len` walks the whole tree: exact, but O(table).
-            live_entries: self.data.len() as u64,
+            // Maintained by every transaction that adds or removes a `data` row: exact and O(1).
+            live_entries: self.live_entries.load(Ordering::Acquire),
             live_entries_exact: true,
             covered_estimate: self.count_index_below(threshold)?,
             counters: self.counters.snapshot(),
@@ -306,7 +429,7 @@ impl Engine for SledEngine {
     }
 
     fn flush(&self) -> Result<()> {
-        self.db.flush().map_err(sled_error)?;
-        Ok(())
+        self.check_usable()?;
+        self.flush_db().map_err(sled_error)
     }
 }

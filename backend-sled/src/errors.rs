@@ -1,4 +1,6 @@
-//! Mapping sled's errors into [`engine_api::Error`].
+//! Mapping sled's errors into [`engine_api::Error`], and the failed-store error.
+
+use std::path::{Path, PathBuf};
 
 use engine_api::Error;
 use sled::transaction::TransactionError;
@@ -6,20 +8,55 @@ use sled::transaction::TransactionError;
 /// Backend name used in errors and the directory marker.
 pub(crate) const BACKEND: &str = "sled";
 
-/// Our transactions never abort on their own: this type has no values, so an
-/// `Abort` cannot be constructed and needs no mapping.
-#[derive(Debug)]
-pub(crate) enum NoAbort {}
-
 /// Wraps a plain sled error.
 pub(crate) fn sled_error(e: sled::Error) -> Error {
     Error::backend(BACKEND, e)
 }
 
-/// Wraps the result of a sled transaction.
-pub(crate) fn tx_error(e: TransactionError<NoAbort>) -> Error {
+/// Wraps the result of a sled transaction. Our transactions abort only with an engine error
+/// (a damaged `meta` row), which is passed through unchanged.
+pub(crate) fn tx_error(e: TransactionError<Error>) -> Error {
     match e {
         TransactionError::Storage(e) => sled_error(e),
-        TransactionError::Abort(never) => match never {},
+        TransactionError::Abort(e) => e,
+    }
+}
+
+/// The source of the [`Error::Backend`] that every write, watermark change, reclaim and flush of
+/// a [`SledEngine`](crate::SledEngine) returns once a flush that followed a committed write has
+/// failed.
+///
+/// After such a failure the committed write is visible (and the applied end has moved past it),
+/// but it may not be on disk. A retry of the same batch would be skipped as already applied and
+/// acknowledged without a flush, so the engine refuses everything that writes or promises
+/// durability instead. Drop the engine and reopen the store: opening restores exactly what is
+/// durable, and WAL replay from the returned applied end fills any gap. Lookups keep working.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "sled store {} must be reopened: a flush after a committed write failed, so writes it made \
+     visible may not be durable",
+    path.display()
+)]
+pub struct StoreFailed {
+    path: PathBuf,
+    /// The failed flush, on the call that failed; `None` on every later call.
+    #[source]
+    cause: Option<sled::Error>,
+}
+
+impl StoreFailed {
+    pub(crate) fn error(path: &Path, cause: Option<sled::Error>) -> Error {
+        Error::backend(
+            BACKEND,
+            StoreFailed {
+                path: path.to_path_buf(),
+                cause,
+            },
+        )
+    }
+
+    /// The bucket directory of the failed store.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }

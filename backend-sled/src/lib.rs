@@ -5,12 +5,14 @@
 //!
 //! - `data`: key → stored value in the shared value format ([`engine_api::codec`]);
 //! - `by_offset`: `offset BE ‖ key` → empty, the offset-ordered index the sweeper walks;
-//! - `meta`: watermark, applied end and format version.
+//! - `meta`: watermark, applied end, live-entry count and format version.
 //!
-//! `apply` writes a batch, its index rows and the new applied end in one multi-tree sled
-//! transaction. `reclaim` runs the shared range-scan sweeper ([`engine_api::sweeper`]) in bounded
-//! chunks, so its cost is proportional to what is covered and writers are only ever blocked for
-//! one chunk. See the crate README for the trade-offs.
+//! `apply` writes a batch, its index rows, the new applied end and the live-entry count in one
+//! multi-tree sled transaction. `reclaim` runs the shared range-scan sweeper
+//! ([`engine_api::sweeper`]) in bounded chunks (at most [`MAX_SWEEP_CHUNK_ROWS`] rows, because a
+//! sled transaction blocks every sled store in the process), so its cost is proportional to what
+//! is covered and writers are only ever blocked for one chunk. See the crate README for the
+//! trade-offs.
 
 mod chunk;
 mod engine;
@@ -18,5 +20,7 @@ mod errors;
 mod meta;
 mod registry;
 
-pub use engine::{DB_SUBDIR, SledEngine};
+pub use chunk::ChunkHook;
+pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
 pub use engine_api::sweeper::SweepTotals;
+pub use errors::StoreFailed;
