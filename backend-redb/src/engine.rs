@@ -169,6 +169,46 @@ impl RedbEngine {
         txn.commit().redb()
     }
 
+    /// Sweeps every index row below `threshold_of(W)`, reading `W` once under the reclaimer lock.
+    /// Both [`Engine::reclaim`] and [`Engine::reclaim_below`] are this with a different threshold.
+    fn reclaim_at(&self, threshold_of: impl FnOnce(u64) -> u64) -> Result<ReclaimReport> {
+        let started = Instant::now();
+        let _reclaimer = self.reclaimer.lock().map_err(|_| Error::Closed)?;
+        // The threshold is fixed when the call starts; entries covered later wait for the next
+        // reclaim. Writers are not held off: each chunk is its own short transaction.
+        let threshold = threshold_of(self.watermark());
+        let bytes_before = self.file_bytes()?;
+        let chunker = RedbChunker { db: &self.db };
+        let totals = sweeper::sweep(&chunker, threshold, self.options.sweep_chunk_rows)?;
+        if totals.chunks > 0 {
+            // One fsync for the whole sweep, which also releases the freed pages for reuse.
+            self.durable_barrier()?;
+        }
+        let report = ReclaimReport {
+            threshold,
+            values_removed: totals.values_removed,
+            tombstones_removed: totals.tombstones_removed,
+            corrupt_kept: totals.corrupt_kept,
+            bytes_before,
+            bytes_after: self.file_bytes()?,
+            duration: started.elapsed(),
+        };
+        if let Ok(mut last) = self.last_sweep.lock() {
+            *last = Some(totals);
+        }
+        self.counters.record_reclaim(&report);
+        tracing::debug!(
+            file = %self.file.display(),
+            threshold,
+            rows_visited = totals.rows_visited,
+            removed = report.removed(),
+            stale_dropped = totals.stale_dropped,
+            corrupt_kept = totals.corrupt_kept,
+            "redb sweep finished"
+        );
+        Ok(report)
+    }
+
     /// Index rows below `threshold`: an upper bound on covered entries (stale rows count too).
     fn count_index_below(&self, threshold: u64) -> Result<u64> {
         let txn = self.db.begin_read().redb()?;
@@ -344,41 +384,11 @@ impl Engine for RedbEngine {
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {
-        let started = Instant::now();
-        let _reclaimer = self.reclaimer.lock().map_err(|_| Error::Closed)?;
-        // The threshold is fixed when the call starts; entries covered later wait for the next
-        // reclaim. Writers are not held off: each chunk is its own short transaction.
-        let threshold = reclaim_threshold(self.watermark(), self.options.retention_distance);
-        let bytes_before = self.file_bytes()?;
-        let chunker = RedbChunker { db: &self.db };
-        let totals = sweeper::sweep(&chunker, threshold, self.options.sweep_chunk_rows)?;
-        if totals.chunks > 0 {
-            // One fsync for the whole sweep, which also releases the freed pages for reuse.
-            self.durable_barrier()?;
-        }
-        let report = ReclaimReport {
-            threshold,
-            values_removed: totals.values_removed,
-            tombstones_removed: totals.tombstones_removed,
-            corrupt_kept: totals.corrupt_kept,
-            bytes_before,
-            bytes_after: self.file_bytes()?,
-            duration: started.elapsed(),
-        };
-        if let Ok(mut last) = self.last_sweep.lock() {
-            *last = Some(totals);
-        }
-        self.counters.record_reclaim(&report);
-        tracing::debug!(
-            file = %self.file.display(),
-            threshold,
-            rows_visited = totals.rows_visited,
-            removed = report.removed(),
-            stale_dropped = totals.stale_dropped,
-            corrupt_kept = totals.corrupt_kept,
-            "redb sweep finished"
-        );
-        Ok(report)
+        self.reclaim_at(|w| reclaim_threshold(w, self.options.retention_distance))
+    }
+
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.reclaim_at(|w| threshold.min(w))
     }
 
     fn stats(&self) -> Result<EngineStats> {

@@ -6,10 +6,8 @@
 use std::ops::Bound;
 
 use engine_api::Result;
-use engine_api::sweeper::{
-    ChunkResult, SweepAction, SweepChunk, decide, index_upper_bound, parse_index_key,
-};
-use redb::{Database, Durability, ReadableTable};
+use engine_api::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
+use redb::{AccessGuard, Database, Durability, ReadableTable};
 
 use crate::error::RedbResultExt;
 use crate::tables::{BY_OFFSET, DATA};
@@ -49,28 +47,15 @@ impl SweepChunk for RedbChunker<'_> {
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .redb()?;
             for row in rows {
-                let action = match parse_index_key(&row) {
-                    Some((offset, key)) => {
-                        let action = {
-                            let current = data.get(key).redb()?;
-                            decide(offset, key, current.as_ref().map(|g| g.value()))
-                        };
-                        if matches!(
-                            action,
-                            SweepAction::RemoveValue | SweepAction::RemoveTombstone
-                        ) {
-                            data.remove(key).redb()?;
-                        }
-                        action
-                    }
-                    // An index key shorter than the 8-byte tag names no data row: it is garbage
-                    // in the index only, so dropping it loses nothing.
-                    None => SweepAction::DropStaleIndex,
-                };
-                if action != SweepAction::KeepCorrupt {
+                // The shared rule, unreadable index rows included (kept and counted).
+                let plan = plan_row(&row, |key| data.get(key).map(|g| g.map(Stored))).redb()?;
+                if let Some(key) = plan.remove_data {
+                    data.remove(key).redb()?;
+                }
+                if plan.remove_index {
                     index.remove(row.as_slice()).redb()?;
                 }
-                result.totals.count(action);
+                result.totals.count(plan.action);
                 result.last_index_key = Some(row);
             }
         }
@@ -82,5 +67,14 @@ impl SweepChunk for RedbChunker<'_> {
         txn.commit().redb()?;
         result.totals.chunks = 1;
         Ok(result)
+    }
+}
+
+/// A data row read inside the chunk's transaction, viewed as bytes for [`plan_row`].
+struct Stored<'a>(AccessGuard<'a, &'static [u8]>);
+
+impl AsRef<[u8]> for Stored<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.0.value()
     }
 }
