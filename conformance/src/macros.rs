@@ -44,7 +44,9 @@ macro_rules! for_each_case {
             reclaim_with_zero_watermark_removes_nothing [] "with W = 0 reclaim removes nothing",
             retention_distance_keeps_margin [] "retention distance D: reclaim removes offset < W - D (saturating)",
             rewritten_key_survives_reclaim [] "a key rewritten above W survives the reclaim of its old version",
-            older_version_never_reappears [] "after the newest version of a key is reclaimed, no older version reappears",
+            older_version_never_reappears [] "after the newest version of a key is reclaimed, no older version (settled deep) reappears",
+            reclaim_below_removes_exactly_below_threshold [] "reclaim_below(t) removes exactly offset < min(t, W), ignoring D; never touches >= W; reports and counts like reclaim",
+            reclaim_below_purges_a_lagging_replica [] "after adopt_lake_watermark past the applied end, reclaim_below(W) removes every local entry despite D; replayed records survive",
             // stats
             stats_counters_match_operations [] "stats and counters match exactly what happened",
             live_entries_exact [ExactLiveEntries] "live_entries counts values and tombstones exactly",

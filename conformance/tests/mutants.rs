@@ -1,11 +1,11 @@
 //! The suite checks itself.
 //!
 //! 1. **The suite can fail.** Test-only mutant engines wrap [`MemoryEngine`] and break one clause
-//!    of the contract each: a reclaim that also drops an uncovered entry, a watermark that can go
-//!    backwards, an apply that rewrites already-applied records. For each, the case functions
-//!    that check the clause are called directly and must panic. The same wrappers with the
-//!    mutation switched off must pass the same cases, so the failure comes from the mutation and
-//!    not from the wrapper.
+//!    of the contract each: a reclaim (and a recovery purge) that also drops an uncovered entry,
+//!    a watermark that can go backwards, an apply that rewrites already-applied records. For
+//!    each, the case functions that check the clause are called directly and must panic. The
+//!    same wrappers with the mutation switched off must pass the same cases, so the failure
+//!    comes from the mutation and not from the wrapper.
 //! 2. **The persistence cases are right.** `reopenable_memory` runs the whole suite on a memory
 //!    engine that *can* be reopened (the factory keeps each directory's engine), so the cases
 //!    the plain memory backend skips are exercised here too.
@@ -105,6 +105,9 @@ impl Engine for Reopened {
     fn reclaim(&self) -> Result<ReclaimReport> {
         self.inner.reclaim()
     }
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.inner.reclaim_below(threshold)
+    }
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
         stats.counters = since(stats.counters, self.base);
@@ -156,6 +159,29 @@ struct Mutant {
 impl Mutant {
     fn on(&self, m: Mutation) -> bool {
         self.enabled && self.mutation == m
+    }
+
+    /// Bookkeeping after the inner engine reclaimed (`reclaim` or `reclaim_below`), and the
+    /// greedy mutation, which also drops what sits exactly at the report's threshold.
+    fn after_reclaim(&self, mut report: ReclaimReport) -> Result<ReclaimReport> {
+        let mut dropped = self.dropped.lock().unwrap();
+        // What the inner engine reclaimed itself is gone anyway.
+        dropped.retain(|k| !matches!(self.inner.lookup(k), Ok(LocalLookup::Miss)));
+        if self.on(Mutation::GreedyReclaim) {
+            for key in self.written.lock().unwrap().iter() {
+                // The mutation: `<=` where the contract says `<`.
+                let Ok(entry) = self.inner.lookup(key) else {
+                    continue;
+                };
+                if entry.offset() == Some(report.threshold) && dropped.insert(key.clone()) {
+                    match entry {
+                        LocalLookup::Tombstone { .. } => report.tombstones_removed += 1,
+                        _ => report.values_removed += 1,
+                    }
+                }
+            }
+        }
+        Ok(report)
     }
 }
 
@@ -233,25 +259,11 @@ impl Engine for Mutant {
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {
-        let mut report = self.inner.reclaim()?;
-        let mut dropped = self.dropped.lock().unwrap();
-        // What the inner engine reclaimed itself is gone anyway.
-        dropped.retain(|k| !matches!(self.inner.lookup(k), Ok(LocalLookup::Miss)));
-        if self.on(Mutation::GreedyReclaim) {
-            for key in self.written.lock().unwrap().iter() {
-                // The mutation: `<=` where the contract says `<`.
-                let Ok(entry) = self.inner.lookup(key) else {
-                    continue;
-                };
-                if entry.offset() == Some(report.threshold) && dropped.insert(key.clone()) {
-                    match entry {
-                        LocalLookup::Tombstone { .. } => report.tombstones_removed += 1,
-                        _ => report.values_removed += 1,
-                    }
-                }
-            }
-        }
-        Ok(report)
+        self.after_reclaim(self.inner.reclaim()?)
+    }
+
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.after_reclaim(self.inner.reclaim_below(threshold)?)
     }
 
     fn stats(&self) -> Result<EngineStats> {
@@ -359,6 +371,8 @@ fn mutant_greedy_reclaim_is_caught() {
             "reclaim_removes_exactly_covered",
             "reclaim_is_incremental",
             "retention_distance_keeps_margin",
+            "reclaim_below_removes_exactly_below_threshold",
+            "reclaim_below_purges_a_lagging_replica",
             "concurrent_apply_reclaim_lookup",
             "model_based",
         ],

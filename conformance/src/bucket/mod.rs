@@ -31,8 +31,8 @@ pub use continuous::continuous_writer_with_trailing_lake;
 pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
 pub use ordering::refresh_ordering_under_slow_refresh;
 pub use restart::{
-    leader_change_with_newer_lake_snapshot, leader_change_with_older_lake_snapshot,
-    restart_mid_stream,
+    lagging_replica_restart_with_retention_distance, leader_change_with_newer_lake_snapshot,
+    leader_change_with_older_lake_snapshot, restart_mid_stream,
 };
 pub use tombstones::values_and_tombstones_across_watermark;
 
@@ -50,6 +50,7 @@ macro_rules! for_each_bucket_scenario {
             failed_refresh_leaves_watermark [] "a failed refresh publishes nothing (W, served snapshot, data unchanged); a failing lake lookup is an error",
             restart_mid_stream [Reopen] "close and reopen mid-stream, recover from the committed snapshot, replay from the returned offset, continue: same answers as the model",
             leader_change_with_newer_lake_snapshot [Reopen] "a new leader with an older persisted W adopts the newer lake end (also beyond its applied end) and never serves overtaken local versions",
+            lagging_replica_restart_with_retention_distance [Reopen] "a lagging replica with a retention distance recovers past its applied end, replays part of the WAL and restarts: no version the lake overtook or deleted is ever served, before or after the restart",
             leader_change_with_older_lake_snapshot [Reopen] "a new leader given an older lake snapshot keeps its W and refuses lake answers until the lake catches up",
         }
     };

@@ -171,6 +171,76 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
     });
 }
 
+/// A lagging replica with a retention distance (`D = 200`, so an ordinary reclaim would keep most
+/// of its entries) takes over when the lake is past its applied end: recovery adopts the lake
+/// end and removes every local entry below it. It replays part of the WAL (so its applied end
+/// passes `W`) and restarts: the new instance recovers with `W` below the applied end, and still
+/// serves no version the lake overtook or deleted, then replays the rest.
+pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory: F) {
+    let site = support::Site::with_retention_distance(factory, 200);
+    let wal = Wal::generate(0x1A66, 400, 30, 6);
+    support::runtime().block_on(async {
+        let lake = MemoryLake::new();
+        let sched = support::scheduler();
+
+        // Leader A applies 0..300; the lake confirms 100 (D keeps everything local).
+        let (a, _) = open(&site, &lake, &sched);
+        a.recover(LakeSnapshot::default()).await.unwrap();
+        support::write::<F>(&a, &lake, &wal, 0, 300).await;
+        support::progress::<F>(&a, &lake, 100).await;
+        support::reclaim::<F>(&a).await;
+        close::<F>(a).await;
+
+        // Another replica wrote the rest; the lake commits beyond this replica's applied end.
+        lake.append(wal.records(300, 400).iter().cloned()).unwrap();
+        let committed = lake.commit(350).unwrap();
+        // Keys whose local version (kept by D) the lake overtook or deleted in 300..350.
+        let overtaken: Vec<Vec<u8>> = wal
+            .keys()
+            .into_iter()
+            .filter(|k| {
+                wal.last_write_below(k, 350).is_some_and(|o| o >= 300)
+                    && wal.last_write_below(k, 300).is_some_and(|p| p >= 150)
+            })
+            .collect();
+        assert!(!overtaken.is_empty());
+        assert!(
+            overtaken.iter().any(|k| wal.answer_at(k, 350).is_none()),
+            "some overtaken key is deleted in the lake"
+        );
+
+        let (b, _) = open(&site, &lake, &sched);
+        assert_eq!(b.engine().applied_end(), 300);
+        assert_eq!(b.recover(committed).await.unwrap(), 350);
+        assert_eq!(b.watermark(), 350);
+        for key in wal.keys() {
+            assert_eq!(
+                b.engine().lookup(&key).unwrap(),
+                LocalLookup::Miss,
+                "{}: {} purged despite D",
+                F::NAME,
+                support::show(&key)
+            );
+        }
+        support::assert_model::<F>(&b, &wal, 350, "B after recovery").await;
+        support::replay::<F>(&b, &wal, 350, 380).await;
+        support::assert_model::<F>(&b, &wal, 380, "B after a partial replay").await;
+        close::<F>(b).await;
+
+        // Restart: W = 350 is now below the applied end 380.
+        let (c, _) = open(&site, &lake, &sched);
+        assert_eq!((c.watermark(), c.engine().applied_end()), (350, 380));
+        assert_eq!(c.recover(committed).await.unwrap(), 380);
+        support::assert_model::<F>(&c, &wal, 380, "C after the restart").await;
+        support::replay::<F>(&c, &wal, 380, 400).await;
+        support::progress::<F>(&c, &lake, 400).await;
+        support::reclaim::<F>(&c).await;
+        support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
+        close::<F>(c).await;
+        sched.shutdown().await;
+    });
+}
+
 /// Leader change to an instance handed a committed lake snapshot *older* than its persisted
 /// `W`: `W` does not regress (and stays within the lake's real end), the replay starts at the
 /// applied end, local answers are served, and a local miss is refused rather than answered

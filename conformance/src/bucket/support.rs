@@ -189,13 +189,20 @@ impl<F: EngineFactory> Site<F> {
     /// A fresh directory (not created yet: opening creates it). Writes are not synced: the
     /// scenarios close engines cleanly, and the watermark is durable either way.
     pub fn new(factory: F) -> Self {
+        Self::with_retention_distance(factory, 0)
+    }
+
+    /// Like [`new`](Self::new), with retention distance `distance` for every open.
+    pub fn with_retention_distance(factory: F, distance: u64) -> Self {
         let tmp = tempfile::Builder::new()
             .prefix(&format!("tidemark-bucket-{}-", F::NAME))
             .tempdir()
             .expect("create temporary directory");
         Site {
             factory,
-            options: EngineOptions::default().with_sync_writes(false),
+            options: EngineOptions::default()
+                .with_sync_writes(false)
+                .with_retention_distance(distance),
             path: tmp.path().join("bucket"),
             _tmp: tmp,
         }

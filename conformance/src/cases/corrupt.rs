@@ -68,9 +68,9 @@ pub fn corrupt_value_lookup_names_key<F: EngineFactory>(factory: F) {
     assert_lookup(e, b"short", &value(1, "repaired"));
 }
 
-/// Reclamation keeps what it cannot decode and counts it (report and counters), while removing
-/// the covered entries around it; the corrupt entries are still there (still `Corrupt`) after
-/// repeated reclaims.
+/// Reclamation keeps what it cannot decode and counts it, each entry exactly once per reclaim
+/// (report and counters), while removing the covered entries around it; the corrupt entries are
+/// still there (still `Corrupt`) after repeated reclaims.
 pub fn reclaim_keeps_and_counts_corrupt<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
@@ -82,20 +82,23 @@ pub fn reclaim_keeps_and_counts_corrupt<F: EngineFactory>(factory: F) {
     }
     e.put(&key(10), &payload(10, 10), 10).unwrap();
     e.advance_watermark(10).unwrap();
+    let injected = corruptions().len() as u64;
     let r = e.reclaim().unwrap();
     assert_eq!((r.values_removed, r.tombstones_removed), (10, 0));
-    assert!(
-        r.corrupt_kept >= 1,
-        "reclaim met corrupt entries but reported corrupt_kept = 0"
+    assert_eq!(
+        r.corrupt_kept, injected,
+        "reclaim must meet, keep and count each injected corrupt entry exactly once"
     );
-    assert!(e.stats().unwrap().counters.corrupt_kept >= 1);
+    assert_eq!(e.stats().unwrap().counters.corrupt_kept, injected);
     for (k, _, needle) in corruptions() {
         assert_corrupt(e, &k, needle);
     }
     assert_lookup(e, &key(10), &value(10, payload(10, 10)));
     e.advance_watermark(11).unwrap();
+    // Kept entries are met (and counted) again by every later reclaim.
     let r = e.reclaim().unwrap();
-    assert_eq!(r.values_removed, 1);
+    assert_eq!((r.values_removed, r.corrupt_kept), (1, injected));
+    assert_eq!(e.stats().unwrap().counters.corrupt_kept, 2 * injected);
     for (k, _, needle) in corruptions() {
         assert_corrupt(e, &k, needle);
     }

@@ -71,6 +71,9 @@ pub enum Op {
     Adopt(u8),
     /// `reclaim`.
     Reclaim,
+    /// `reclaim_below(W + 3 - n)` (saturating): recovery's purge, with thresholds below, at and
+    /// above `W`.
+    ReclaimBelow(u8),
     /// Flush, close and reopen the backend (only generated for backends that can reopen; the
     /// model just continues).
     Reopen,
@@ -105,6 +108,7 @@ fn op_strategy(reopen: bool) -> BoxedStrategy<Op> {
         3 => target.prop_map(Op::Advance),
         1 => (0u8..8).prop_map(Op::Adopt),
         3 => Just(Op::Reclaim),
+        1 => (0u8..8).prop_map(Op::ReclaimBelow),
         reopen_weight => Just(Op::Reopen),
         2 => (0..KEY_SPACE).prop_map(Op::Lookup),
         1 => Just(Op::Flush),
@@ -237,6 +241,20 @@ fn run_sequence<F: EngineFactory>(
                     reclaim_view(&want)
                 );
             }
+            Op::ReclaimBelow(n) => {
+                let t = model
+                    .watermark()
+                    .saturating_add(3)
+                    .saturating_sub(u64::from(*n));
+                let got = ok(step, "reclaim_below", e.reclaim_below(t))?;
+                let want = ok(step, "model reclaim_below", model.reclaim_below(t))?;
+                check_eq!(
+                    step,
+                    format!("reclaim_below({t}) (threshold, values, tombstones, corrupt)"),
+                    reclaim_view(&got),
+                    reclaim_view(&want)
+                );
+            }
             Op::Reopen => {
                 ok(step, "flush before reopen", e.flush())?;
                 h.reopen();
@@ -288,7 +306,7 @@ pub fn configured_cases() -> u32 {
 }
 
 /// Random sequences of apply (puts and deletes over a small key space, with replays of old and
-/// covered offsets) / advance / adopt / reclaim / reopen (where the backend can) / lookup /
+/// covered offsets) / advance / adopt / reclaim / reclaim_below / reopen (where the backend can) / lookup /
 /// flush, executed on the backend and on `MemoryEngine` step by step, comparing every outcome,
 /// the whole key space, the watermark, the applied end, the counters and (where exact) the live
 /// entries. A failure shrinks to a minimal sequence, printed in the panic message.

@@ -84,6 +84,8 @@ pub fn reclaim_after_reopen<F: EngineFactory>(factory: F) {
     e.put(b"k", b"old", 0).unwrap();
     e.put(b"j", b"old", 1).unwrap();
     e.delete(b"t", 2).unwrap();
+    // The old versions deep in storage, the new ones above them.
+    h.factory().settle(e).unwrap();
     e.put(b"k", b"new", 3).unwrap();
     e.put(b"j", b"newer", 6).unwrap();
     e.put(b"u", b"kept", 7).unwrap();

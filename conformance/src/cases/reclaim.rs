@@ -127,6 +127,8 @@ pub fn rewritten_key_survives_reclaim<F: EngineFactory>(factory: F) {
     e.put(b"j", b"old", 3).unwrap();
     e.delete(b"t", 4).unwrap();
     e.put(b"x", b"covered", 5).unwrap();
+    // Old versions deep in storage, new ones above them.
+    h.factory().settle(e).unwrap();
     e.put(b"k", b"new", 10).unwrap();
     e.delete(b"j", 11).unwrap();
     e.put(b"t", b"revived", 12).unwrap();
@@ -143,15 +145,19 @@ pub fn rewritten_key_survives_reclaim<F: EngineFactory>(factory: F) {
 }
 
 /// After the newest version of a key is reclaimed, no older version ever reappears: not after
-/// further writes, not after more reclaims, not for values hidden by tombstones.
+/// further writes, not after more reclaims, not for values hidden by tombstones. The older
+/// versions are [settled](EngineFactory::settle) deep before the newer ones are written.
 pub fn older_version_never_reappears<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
+    // `settle`, not `flush`: flush may only sync a log (RocksDB), leaving the old versions in
+    // the memtable beside the new ones; settled, they sit at the bottom of the storage while
+    // the newer versions stay above them.
     e.put(b"k", b"oldest", 0).unwrap();
-    e.flush().unwrap();
+    h.factory().settle(e).unwrap();
     e.put(b"k", b"older", 1).unwrap();
     e.put(b"d", b"value-under-tombstone", 2).unwrap();
-    e.flush().unwrap();
+    h.factory().settle(e).unwrap();
     // Push the old versions away from the new ones (more data in between).
     for i in 3..200u64 {
         e.put(&key(i), &noise(i, 100), i).unwrap();
@@ -178,4 +184,97 @@ pub fn older_version_never_reappears<F: EngineFactory>(factory: F) {
     }
     assert_lookup(e, b"k", &LocalLookup::Miss);
     assert_lookup(e, b"d", &LocalLookup::Miss);
+}
+
+/// `reclaim_below(t)`, recovery's purge, removes exactly the entries with `offset < min(t, W)`:
+/// it ignores the retention distance, never touches an entry at or above `W`, and reports and
+/// counts like `reclaim` (threshold, values, tombstones, counters, one run per call).
+pub fn reclaim_below_removes_exactly_below_threshold<F: EngineFactory>(factory: F) {
+    let h = Harness::with_options(factory, EngineOptions::default().with_retention_distance(8));
+    let e = h.engine();
+    fill_mixed(e, 0..30);
+    // W = 0: nothing is below it, whatever the threshold.
+    let r = e.reclaim_below(10).unwrap();
+    assert_eq!((r.threshold, r.removed(), r.corrupt_kept), (0, 0, 0));
+    for i in 0..30 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+
+    e.advance_watermark(20).unwrap();
+    // `reclaim` would stop at W - D = 12; `reclaim_below(16)` goes to 16.
+    let r = e.reclaim_below(16).unwrap();
+    assert_eq!(r.threshold, 16);
+    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..16));
+    assert_eq!(r.corrupt_kept, 0);
+    for i in 0..16 {
+        assert_lookup(e, &key(i), &LocalLookup::Miss);
+    }
+    for i in 16..30 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+
+    // A threshold beyond W stops at W.
+    let r = e.reclaim_below(1_000).unwrap();
+    assert_eq!(r.threshold, 20);
+    assert_eq!(
+        (r.values_removed, r.tombstones_removed),
+        count_mixed(16..20)
+    );
+    for i in 0..20 {
+        assert_lookup(e, &key(i), &LocalLookup::Miss);
+    }
+    for i in 20..30 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+
+    // Nothing is left below W: a repeat, lower thresholds and a plain reclaim find nothing.
+    for t in [1_000, 5, 0] {
+        let r = e.reclaim_below(t).unwrap();
+        assert_eq!((r.threshold, r.removed()), (t.min(20), 0));
+    }
+    assert_eq!(e.reclaim().unwrap().removed(), 0);
+    for i in 20..30 {
+        assert_lookup(e, &key(i), &mixed(i));
+    }
+    assert_eq!((e.watermark(), e.applied_end()), (20, 30));
+    let c = e.stats().unwrap().counters;
+    assert_eq!(
+        (c.reclaimed_values, c.reclaimed_tombstones),
+        count_mixed(0..20)
+    );
+    assert_eq!((c.reclaim_runs, c.corrupt_kept), (7, 0));
+}
+
+/// A lagging replica's recovery purge: after `adopt_lake_watermark` raised `W` past the
+/// applied end, `reclaim_below(W)` removes every local entry although the retention distance
+/// would keep them all; the records replayed afterwards (at or above `W`) survive a repeat.
+pub fn reclaim_below_purges_a_lagging_replica<F: EngineFactory>(factory: F) {
+    let h = Harness::with_options(
+        factory,
+        EngineOptions::default().with_retention_distance(50),
+    );
+    let e = h.engine();
+    fill_mixed(e, 0..20);
+    e.advance_watermark(10).unwrap();
+    assert_eq!(e.reclaim().unwrap().removed(), 0, "D = 50 keeps everything");
+    assert!(e.adopt_lake_watermark(25).unwrap().moved);
+    let r = e.reclaim_below(25).unwrap();
+    assert_eq!(r.threshold, 25);
+    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..20));
+    for i in 0..20 {
+        assert_lookup(e, &key(i), &LocalLookup::Miss);
+    }
+    // The replay from the lake end.
+    e.apply(&batch([
+        Record::put(key(3), b"replayed".to_vec(), 25),
+        Record::delete(key(4), 26),
+        Record::put(key(30), b"new".to_vec(), 27),
+    ]))
+    .unwrap();
+    let r = e.reclaim_below(25).unwrap();
+    assert_eq!((r.threshold, r.removed()), (25, 0));
+    assert_lookup(e, &key(3), &value(25, "replayed"));
+    assert_lookup(e, &key(4), &tombstone(26));
+    assert_lookup(e, &key(30), &value(27, "new"));
+    assert_eq!((e.watermark(), e.applied_end()), (25, 28));
 }
