@@ -433,3 +433,85 @@ impl Engine for SledEngine {
         self.flush_db().map_err(sled_error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+    use super::*;
+
+    fn assert_store_failed(err: Error) {
+        let Error::Backend { source, .. } = &err else {
+            panic!("expected a backend error, got {err}");
+        };
+        assert!(source.downcast_ref::<StoreFailed>().is_some(), "{err}");
+        assert!(err.to_string().contains("must be reopened"), "{err}");
+    }
+
+    fn batch(first: u64) -> WriteBatch {
+        let mut batch = WriteBatch::new();
+        batch.put(format!("k{first}"), "v", first);
+        batch
+    }
+
+    #[test]
+    fn a_failed_flush_after_a_synced_apply_fails_the_engine_until_reopened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        engine.apply(&batch(0)).unwrap();
+
+        engine.fail_next_flush.store(true, Ordering::Release);
+        let err = engine.apply(&batch(1)).unwrap_err();
+        assert_store_failed(err);
+        // The batch committed (visible, applied end moved) but may not be durable...
+        assert_eq!(engine.applied_end(), 2);
+        assert!(engine.lookup(b"k1").unwrap().offset().is_some());
+        // ...so the host's retry must not be acknowledged as "already applied".
+        assert_store_failed(engine.apply(&batch(1)).unwrap_err());
+        assert_store_failed(engine.apply(&batch(2)).unwrap_err());
+        assert_store_failed(engine.advance_watermark(1).unwrap_err());
+        assert_store_failed(engine.adopt_lake_watermark(1).unwrap_err());
+        assert_store_failed(engine.reclaim().unwrap_err());
+        assert_store_failed(engine.reclaim_below(1).unwrap_err());
+        assert_store_failed(engine.flush().unwrap_err());
+        assert_store_failed(engine.insert_raw(b"raw", b"\xff").unwrap_err());
+        assert_eq!(engine.watermark(), 0);
+        assert_eq!(engine.stats().unwrap().live_entries, 2);
+        drop(engine);
+
+        // Reopening restores exactly what is durable and the engine works again.
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        let end = engine.applied_end();
+        assert!(end == 1 || end == 2, "applied end {end}");
+        engine.apply(&batch(1)).unwrap();
+        engine.apply(&batch(2)).unwrap();
+        assert_eq!(engine.applied_end(), 3);
+        assert_eq!(engine.stats().unwrap().live_entries, 3);
+    }
+
+    #[test]
+    fn a_failed_watermark_flush_fails_the_engine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        engine.apply(&batch(0)).unwrap();
+        engine.fail_next_flush.store(true, Ordering::Release);
+        assert_store_failed(engine.advance_watermark(1).unwrap_err());
+        // Not published: memory never claims a watermark that may not be durable.
+        assert_eq!(engine.watermark(), 0);
+        assert_store_failed(engine.advance_watermark(1).unwrap_err());
+    }
+
+    #[test]
+    fn unsynced_applies_do_not_flush_and_an_explicit_flush_failure_can_be_retried() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = EngineOptions::default().with_sync_writes(false);
+        let engine = SledEngine::open(tmp.path(), options).unwrap();
+        engine.fail_next_flush.store(true, Ordering::Release);
+        // No flush on this path, so the injected failure is still pending afterwards.
+        engine.apply(&batch(0)).unwrap();
+        // `flush` promises nothing it has not done: a failure is returned and a retry flushes.
+        assert!(engine.flush().is_err());
+        engine.flush().unwrap();
+        engine.apply(&batch(1)).unwrap();
+    }
+}

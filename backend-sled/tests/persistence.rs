@@ -6,8 +6,8 @@ mod common;
 use std::fs;
 
 use backend_sled::{DB_SUBDIR, SledEngine};
-use common::{key, open_fast, puts};
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine, layout};
+use common::{key, open_fast, puts, raw_db};
+use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine, WriteBatch, layout};
 
 #[test]
 fn reopen_restores_data_watermark_and_applied_end() {
@@ -117,19 +117,7 @@ fn newer_format_in_the_marker_is_refused() {
 
 /// Rewrites one `meta` entry with sled directly, bypassing the engine.
 fn poke_meta(dir: &std::path::Path, key: &[u8], value: &[u8]) {
-    // The engine just closed: its background threads may hold sled's lock a moment longer.
-    let mut attempts = 0;
-    let db = loop {
-        match sled::open(dir.join(DB_SUBDIR)) {
-            Ok(db) => break db,
-            Err(e) if attempts < 1000 => {
-                attempts += 1;
-                eprintln!("retrying sled open: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let db = raw_db(dir);
     db.open_tree("meta").unwrap().insert(key, value).unwrap();
     db.flush().unwrap();
 }
@@ -194,4 +182,60 @@ fn rapid_close_and_reopen_cycles() {
         engine.apply(&puts(cycle * 50, 50)).unwrap();
     }
     assert_eq!(open_fast(tmp.path()).stats().unwrap().live_entries, 1000);
+}
+
+/// The `live_entries` row of `meta`, read with sled directly (the engine must be dropped).
+fn persisted_live_entries(dir: &std::path::Path) -> Option<u64> {
+    let db = raw_db(dir);
+    let row = db.open_tree("meta").unwrap().get(b"live_entries").unwrap();
+    row.map(|bytes| u64::from_be_bytes(bytes.as_ref().try_into().unwrap()))
+}
+
+#[test]
+fn live_entry_count_is_exact_persisted_and_recounted_when_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let engine = open_fast(tmp.path());
+        engine.apply(&puts(0, 100)).unwrap();
+        let mut batch = WriteBatch::new();
+        batch
+            .put("a", "1", 100)
+            .put("a", "2", 101) // the same new key twice in one batch counts once
+            .delete("b", 102) // a tombstone is an entry
+            .delete(key(0), 103) // overwriting an existing key adds nothing
+            .put(key(1), "again", 104);
+        engine.apply(&batch).unwrap();
+        // Replays and covered records write nothing.
+        engine.apply(&puts(0, 50)).unwrap();
+        assert_eq!(engine.stats().unwrap().live_entries, 102);
+        engine.advance_watermark(50).unwrap();
+        // key2..key49 go; key0 and key1 were overwritten above the watermark and stay.
+        assert_eq!(engine.reclaim().unwrap().values_removed, 48);
+        assert_eq!(engine.stats().unwrap().live_entries, 54);
+        engine.insert_raw(b"raw", b"\xff").unwrap();
+        engine.insert_raw(&key(60), b"\xff").unwrap(); // replaces an entry: no change
+        assert_eq!(engine.stats().unwrap().live_entries, 55);
+    }
+    assert_eq!(persisted_live_entries(tmp.path()), Some(55));
+    assert_eq!(open_fast(tmp.path()).stats().unwrap().live_entries, 55);
+
+    // A store without the row (written before it existed) is counted once on open, and the count
+    // is persisted from then on; a damaged row is recounted the same way.
+    {
+        let db = raw_db(tmp.path());
+        db.open_tree("meta")
+            .unwrap()
+            .remove(b"live_entries")
+            .unwrap();
+        db.flush().unwrap();
+    }
+    assert_eq!(open_fast(tmp.path()).stats().unwrap().live_entries, 55);
+    assert_eq!(persisted_live_entries(tmp.path()), Some(55));
+    poke_meta(tmp.path(), b"live_entries", b"\x01\x02");
+    let engine = open_fast(tmp.path());
+    assert_eq!(engine.stats().unwrap().live_entries, 55);
+    engine.put(b"c", b"v", 200).unwrap();
+    assert_eq!(engine.stats().unwrap().live_entries, 56);
+    drop(engine);
+    assert_eq!(persisted_live_entries(tmp.path()), Some(56));
 }

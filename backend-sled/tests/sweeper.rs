@@ -3,8 +3,8 @@
 
 mod common;
 
-use backend_sled::SledEngine;
-use common::{key, open_fast, puts};
+use backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
+use common::{key, open_fast, puts, raw_db};
 use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch, codec};
 
 #[test]
@@ -140,4 +140,97 @@ fn corrupt_values_are_kept_and_counted() {
     assert_eq!(engine.stats().unwrap().counters.corrupt_kept, 4);
     assert_eq!(engine.stats().unwrap().counters.reclaim_runs, 2);
     assert!(engine.lookup(&key(1)).is_err());
+}
+
+#[test]
+fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The default asks for 4096 rows per chunk; sled uses at most MAX_SWEEP_CHUNK_ROWS.
+    let engine = open_fast(tmp.path());
+    assert_eq!(engine.options().sweep_chunk_rows, 4096);
+    assert_eq!(engine.sweep_chunk_rows(), MAX_SWEEP_CHUNK_ROWS);
+    let covered = 4 * MAX_SWEEP_CHUNK_ROWS as u64 - 24;
+    engine.apply(&puts(0, covered + 10)).unwrap();
+    engine.advance_watermark(covered).unwrap();
+    let largest = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = std::sync::Arc::clone(&largest);
+    engine
+        .on_chunk_committed(Some(std::sync::Arc::new(
+            move |chunk: &backend_sled::SweepTotals| {
+                seen.fetch_max(chunk.rows_visited, std::sync::atomic::Ordering::AcqRel);
+            },
+        )))
+        .unwrap();
+    assert_eq!(engine.reclaim().unwrap().values_removed, covered);
+    let sweep = engine.last_sweep().unwrap();
+    assert_eq!((sweep.rows_visited, sweep.chunks), (covered, 4));
+    assert_eq!(
+        largest.load(std::sync::atomic::Ordering::Acquire),
+        MAX_SWEEP_CHUNK_ROWS as u64
+    );
+    // Smaller requests are honoured as they are.
+    drop(engine);
+    let options = EngineOptions::default().with_sweep_chunk_rows(10);
+    assert_eq!(
+        SledEngine::open(tmp.path(), options)
+            .unwrap()
+            .sweep_chunk_rows(),
+        10
+    );
+}
+
+#[test]
+fn unreadable_index_rows_are_kept_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    open_fast(tmp.path()).apply(&puts(0, 4)).unwrap();
+    {
+        // An index row too short to hold its offset; it sorts below every threshold.
+        let db = raw_db(tmp.path());
+        db.open_tree("by_offset")
+            .unwrap()
+            .insert(&[0u8, 0, 0][..], &[][..])
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let engine = open_fast(tmp.path());
+    engine.advance_watermark(4).unwrap();
+    assert_eq!(engine.stats().unwrap().covered_estimate, 5);
+    let report = engine.reclaim().unwrap();
+    assert_eq!((report.values_removed, report.corrupt_kept), (4, 1));
+    // Never deleted: every later sweep meets and counts it again.
+    assert_eq!(engine.stats().unwrap().covered_estimate, 1);
+    assert_eq!(engine.reclaim().unwrap().corrupt_kept, 1);
+    assert_eq!(engine.stats().unwrap().counters.corrupt_kept, 2);
+    assert_eq!(engine.stats().unwrap().live_entries, 0);
+}
+
+#[test]
+fn reclaim_below_ignores_the_retention_distance_but_never_passes_the_watermark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = EngineOptions::default()
+        .with_sync_writes(false)
+        .with_retention_distance(10);
+    let engine = SledEngine::open(tmp.path(), options).unwrap();
+    engine.apply(&puts(0, 30)).unwrap();
+    engine.delete(&key(3), 30).unwrap(); // key3@3 is now stale, the tombstone is @30
+    engine.delete(b"gone", 31).unwrap();
+    engine.advance_watermark(20).unwrap();
+    // reclaim() would stop at W - D = 10; reclaim_below(15) goes to 15.
+    let report = engine.reclaim_below(15).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (15, 14));
+    assert_eq!(engine.last_sweep().unwrap().stale_dropped, 1);
+    assert_eq!(engine.lookup(&key(14)).unwrap(), LocalLookup::Miss);
+    assert!(engine.lookup(&key(15)).unwrap().offset().is_some());
+    // A threshold above W is clamped to W: nothing at or above W is touched.
+    let report = engine.reclaim_below(1_000).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (20, 5));
+    assert!(engine.lookup(&key(20)).unwrap().offset().is_some());
+    assert_eq!(
+        engine.lookup(&key(3)).unwrap(),
+        LocalLookup::Tombstone { offset: 30 }
+    );
+    let stats = engine.stats().unwrap();
+    assert_eq!(stats.live_entries, 10 + 2);
+    assert_eq!(stats.counters.reclaim_runs, 2);
+    assert_eq!(stats.counters.reclaimed_values, 19);
 }

@@ -25,3 +25,20 @@ pub fn puts(first: u64, count: u64) -> WriteBatch {
 pub fn key(offset: u64) -> Vec<u8> {
     format!("key{offset:08}").into_bytes()
 }
+
+/// Opens the bucket's sled database directly, bypassing the engine, to damage or inspect it.
+/// The engine must be dropped; its background threads may hold sled's lock a moment longer.
+pub fn raw_db(dir: &Path) -> sled::Db {
+    let mut attempts = 0;
+    loop {
+        match sled::open(dir.join(backend_sled::DB_SUBDIR)) {
+            Ok(db) => return db,
+            Err(e) if attempts < 1000 => {
+                attempts += 1;
+                eprintln!("retrying sled open: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
