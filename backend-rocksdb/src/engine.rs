@@ -18,17 +18,15 @@ use engine_api::{
     ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
     ReclaimReport, Result, WatermarkUpdate, WriteBatch, layout,
 };
-use rocksdb::{
-    BottommostLevelCompaction, ColumnFamily, ColumnFamilyDescriptor, CompactOptions, DB,
-    FlushOptions, WriteOptions, properties,
-};
+use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, WriteOptions, properties};
 
+use crate::compact;
 use crate::context::RocksDbContext;
 use crate::covered::CoveredTracker;
 use crate::filter::{FilterCounterSnapshot, FilterCounters};
 use crate::meta;
 use crate::rocks_err;
-use crate::suppliers::watermark_filter_factory;
+use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
 
 /// Backend name written into the directory marker.
 pub const BACKEND: &str = "rocksdb";
@@ -60,10 +58,15 @@ pub struct RocksDbEngine {
     context: RocksDbContext,
     /// The in-memory `W` the filter reads; published only after it is durable.
     watermark: Arc<AtomicU64>,
+    /// What every compaction filter of `data` applies: `W − D`, or a purge threshold while
+    /// `reclaim_below` runs.
+    filter_threshold: Arc<WatermarkThreshold>,
     applied_end: AtomicU64,
     /// Serialises `apply`, `advance_watermark` and raw writes: plans read `W` and the applied end.
     writer: Mutex<()>,
-    /// Serialises `reclaim`, so the filter-counter delta over one call belongs to that call.
+    /// Serialises `reclaim`, `reclaim_below` and `compact_to_bottom`: the filter-counter delta over one call belongs
+    /// to that call (up to interleaved background compactions), and at most one purge threshold
+    /// is in force.
     reclaimer: Mutex<()>,
     covered: Mutex<CoveredTracker>,
     counters: Counters,
@@ -86,6 +89,10 @@ impl RocksDbEngine {
         layout::claim_directory(path, BACKEND)?;
         let db_path = path.join(DB_DIR);
         let watermark = Arc::new(AtomicU64::new(0));
+        let filter_threshold = Arc::new(WatermarkThreshold::new(
+            Arc::clone(&watermark),
+            options.retention_distance,
+        ));
         let filter_counters = Arc::new(FilterCounters::default());
 
         let mut db_opts = context.options();
@@ -93,7 +100,7 @@ impl RocksDbEngine {
         db_opts.create_missing_column_families(true);
         let mut data_opts = context.options();
         data_opts.set_compaction_filter_factory(
-            watermark_filter_factory(Arc::clone(&watermark), options.retention_distance)
+            watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
                 .with_counters(Arc::clone(&filter_counters)),
         );
         let mut meta_opts = context.options();
@@ -114,6 +121,7 @@ impl RocksDbEngine {
             options,
             context: context.clone(),
             watermark,
+            filter_threshold,
             applied_end: AtomicU64::new(0),
             writer: Mutex::new(()),
             reclaimer: Mutex::new(()),
@@ -207,6 +215,19 @@ impl RocksDbEngine {
         Ok(())
     }
 
+    /// Flushes the memtables, then compacts the whole `data` column family down to the bottom
+    /// level, so everything written so far sits as deep as it goes.
+    ///
+    /// The compaction filter runs as in any compaction, so entries covered by `W − D` go (that
+    /// is always allowed) without being counted in any [`ReclaimReport`]. Tests use it to place
+    /// older versions of a key below newer ones (the conformance factory's `settle`). Serialised
+    /// with reclaims, so its removals never land in a reclaim's counts.
+    pub fn compact_to_bottom(&self) -> Result<()> {
+        let _reclaimer = self.reclaimer_lock()?;
+        self.flush_memtables()?;
+        self.compact_data()
+    }
+
     /// Table files per level of the `data` column family (index = level).
     pub fn data_files_per_level(&self) -> Result<Vec<u64>> {
         (0..7)
@@ -229,14 +250,6 @@ impl RocksDbEngine {
         Ok(self
             .db
             .property_int_value_cf(self.cf(DATA_CF)?, name)
-            .map_err(rocks_err)?
-            .unwrap_or(0))
-    }
-
-    fn background_errors(&self) -> Result<u64> {
-        Ok(self
-            .db
-            .property_int_value(properties::BACKGROUND_ERRORS)
             .map_err(rocks_err)?
             .unwrap_or(0))
     }
@@ -273,6 +286,59 @@ impl RocksDbEngine {
 
     fn covered_lock(&self) -> Result<MutexGuard<'_, CoveredTracker>> {
         self.covered.lock().map_err(|_| Error::Closed)
+    }
+
+    fn reclaimer_lock(&self) -> Result<MutexGuard<'_, ()>> {
+        self.reclaimer.lock().map_err(|_| Error::Closed)
+    }
+
+    /// Compacts the whole `data` column family down to the bottom level, meeting every table
+    /// file once (see [`crate::compact`]).
+    fn compact_data(&self) -> Result<()> {
+        compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)
+    }
+
+    /// The reclaim work shared by `reclaim` and `reclaim_below` (the caller holds the reclaim
+    /// lock and has put `threshold` in force): flush, then [`compact_data`](Self::compact_data).
+    ///
+    /// The report's counts are the filter counters' change over the flush and the compaction,
+    /// the baseline taken right before the flush. The flush belongs in the window: it can bring L0
+    /// to RocksDB's compaction trigger, and the automatic compaction it starts then removes the
+    /// covered entries (often before `compact_range` even begins); those removals are this
+    /// reclaim's work, and a baseline taken after the flush would miss some or all of them.
+    ///
+    /// The counts are exact when no other background compaction of this bucket interleaves, the
+    /// usual case for a quiet bucket. Otherwise they are approximate: a background compaction
+    /// already running when the call starts is credited to it where its removals fall inside the
+    /// window, and a corrupt entry that a background and the manual compaction both meet is
+    /// counted twice. Nothing covered is missed either way: when the call returns, everything
+    /// below `threshold` is physically gone.
+    fn reclaim_compaction(&self, threshold: u64, started: Instant) -> Result<ReclaimReport> {
+        let counters_before = self.filter_counters.snapshot();
+        self.flush_memtables()?;
+        let bytes_before = self.live_sst_bytes()?;
+        self.compact_data()?;
+        let delta = self.filter_counters.snapshot().since(&counters_before);
+        let bytes_after = self.live_sst_bytes()?;
+        if delta.panics > 0 {
+            tracing::error!(
+                panics = delta.panics,
+                "compaction filter panicked; the entries were kept"
+            );
+        }
+        let report = ReclaimReport {
+            threshold,
+            values_removed: delta.removed_values,
+            tombstones_removed: delta.removed_tombstones,
+            corrupt_kept: delta.kept_corrupt,
+            bytes_before,
+            bytes_after,
+            duration: started.elapsed(),
+        };
+        self.covered_lock()?.reclaimed(threshold);
+        self.counters.record_reclaim(&report);
+        tracing::debug!(?report, path = %self.db_path.display(), "rocksdb reclaim");
+        Ok(report)
     }
 
     fn threshold(&self) -> u64 {
@@ -365,58 +431,24 @@ impl Engine for RocksDbEngine {
     /// Flush, then a manual compaction of the whole `data` column family down to and including
     /// the bottom level, during which the filter removes what the watermark covers.
     ///
-    /// The report's counts are the filter counters' change over this call (calls are serialised).
-    /// RocksDB's background compactions run the same filter at other times and remove covered
-    /// entries too; those are not attributed to any reclaim (see [`Self::filter_counters`]).
-    /// Bottommost compaction is `ForceOptimized`: every file is filtered, but files the same call
-    /// just wrote to the bottom level are not rewritten again, so each entry is met once.
+    /// The report counts what the filter removed during the call: exact for a bucket whose
+    /// background compactions do not interleave, approximate otherwise (see the crate README).
+    /// Everything covered when the call starts is physically gone when it returns either way.
     fn reclaim(&self) -> Result<ReclaimReport> {
         let started = Instant::now();
-        let _reclaimer = self.reclaimer.lock().map_err(|_| Error::Closed)?;
-        let threshold = self.threshold();
-        let counters_before = self.filter_counters.snapshot();
-        let errors_before = self.background_errors()?;
+        let _reclaimer = self.reclaimer_lock()?;
+        self.reclaim_compaction(self.threshold(), started)
+    }
 
-        self.flush_memtables()?;
-        let bytes_before = self.live_sst_bytes()?;
-        let mut opts = CompactOptions::default();
-        opts.set_exclusive_manual_compaction(true);
-        opts.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
-        self.db
-            .compact_range_cf_opt(self.cf(DATA_CF)?, None::<&[u8]>, None::<&[u8]>, &opts);
-        // compact_range reports no status through the C API; background errors stand in for it.
-        let errors_after = self.background_errors()?;
-        if errors_after > errors_before {
-            return Err(Error::backend(
-                BACKEND,
-                format!(
-                    "compaction failed during reclaim ({} new background errors)",
-                    errors_after - errors_before
-                ),
-            ));
-        }
-        let bytes_after = self.live_sst_bytes()?;
-
-        let delta = self.filter_counters.snapshot().since(&counters_before);
-        if delta.panics > 0 {
-            tracing::error!(
-                panics = delta.panics,
-                "compaction filter panicked; the entries were kept"
-            );
-        }
-        let report = ReclaimReport {
-            threshold,
-            values_removed: delta.removed_values,
-            tombstones_removed: delta.removed_tombstones,
-            corrupt_kept: delta.kept_corrupt,
-            bytes_before,
-            bytes_after,
-            duration: started.elapsed(),
-        };
-        self.covered_lock()?.reclaimed(threshold);
-        self.counters.record_reclaim(&report);
-        tracing::debug!(?report, path = %self.db_path.display(), "rocksdb reclaim");
-        Ok(report)
+    /// The same flush and compaction as [`reclaim`](Engine::reclaim), with the filter's threshold
+    /// replaced by `min(threshold, W)` for the duration of the call (see
+    /// [`WatermarkThreshold::purge_below`]): removes exactly the entries below it, ignoring the
+    /// retention distance, never one at or above `W`.
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        let started = Instant::now();
+        let _reclaimer = self.reclaimer_lock()?;
+        let purge = self.filter_threshold.purge_below(threshold);
+        self.reclaim_compaction(purge.threshold(), started)
     }
 
     fn stats(&self) -> Result<EngineStats> {

@@ -7,7 +7,8 @@
 //! limit and a compaction that starts after the limit moves sees the new one.
 //!
 //! What the tag *means* is up to the supplier: the watermark supplier treats it as a WAL offset
-//! ([`crate::suppliers::watermark_supplier`]), the TTL supplier as a write time in milliseconds
+//! ([`crate::suppliers::watermark_supplier`], with the retention distance folded into its limit
+//! and distance 0), the TTL supplier as a write time in milliseconds
 //! ([`crate::suppliers::wall_clock_ms_supplier`]). The filter itself knows neither.
 //!
 //! Safety rules, because the filter runs inside RocksDB's C++ compaction threads:

@@ -5,11 +5,13 @@
 //! `tag + distance <= supplier()`, the supplier being read once per compaction. The watermark is
 //! one supplier and a wall-clock TTL another ([`suppliers`]). `reclaim()` flushes and compacts the
 //! whole `data` column family down to the bottom level, so everything covered when it starts is
-//! physically gone when it returns.
+//! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
+//! that ignores the retention distance ([`suppliers::WatermarkThreshold::purge_below`]).
 //!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
 //! one rate limiter and bounded background thread pools.
 
+mod compact;
 pub mod context;
 pub mod covered;
 pub mod engine;

@@ -1,6 +1,6 @@
 //! RocksDB-specific engine behaviour beyond the shared conformance suite: versions spread over
-//! levels never resurrect, metadata persistence and corruption, the covered estimate, and the
-//! directory layout.
+//! levels never resurrect, metadata persistence and corruption, the covered estimate, the
+//! recovery purge (`reclaim_below`) and its temporary filter threshold, and the directory layout.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::path::Path;
@@ -222,4 +222,189 @@ fn engines_in_a_private_context_and_unsynced_writes() {
         }
     );
     assert_eq!(engine.context().settings().rate_limit_bytes_per_sec, None);
+}
+
+fn open_with_distance(dir: &Path, distance: u64) -> RocksDbEngine {
+    RocksDbEngine::open(
+        dir,
+        EngineOptions::default().with_retention_distance(distance),
+    )
+    .unwrap()
+}
+
+fn put_range(engine: &RocksDbEngine, offsets: std::ops::Range<u64>) {
+    let mut batch = engine_api::WriteBatch::new();
+    for i in offsets {
+        batch.put(format!("k{i:03}"), b"v".to_vec(), i);
+    }
+    engine.apply(&batch).unwrap();
+}
+
+fn present(engine: &RocksDbEngine, i: u64) -> bool {
+    engine.lookup(format!("k{i:03}").as_bytes()).unwrap() != LocalLookup::Miss
+}
+
+#[test]
+fn reclaim_below_ignores_the_retention_distance_and_then_restores_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_with_distance(tmp.path(), 20);
+    put_range(&engine, 0..30);
+    engine.advance_watermark(25).unwrap();
+    assert_eq!(engine.reclaim().unwrap().values_removed, 5, "W - D = 5");
+
+    // Asking for less than W - D removes nothing more (reclaim already took everything below 5).
+    let report = engine.reclaim_below(3).unwrap();
+    assert_eq!((report.threshold, report.removed()), (3, 0));
+
+    let report = engine.reclaim_below(25).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (25, 20));
+    assert!((0..30).all(|i| present(&engine, i) == (i >= 25)));
+    assert_eq!(engine.stats().unwrap().counters.reclaimed_values, 25);
+
+    // The purge threshold is gone once the call returns: compactions apply W - D again.
+    put_range(&engine, 30..50);
+    engine.advance_watermark(50).unwrap();
+    engine.compact_to_bottom().unwrap();
+    assert!((25..50).all(|i| present(&engine, i) == (i >= 30)));
+    let report = engine.reclaim().unwrap();
+    assert_eq!(report.threshold, 30);
+    assert!((25..50).all(|i| present(&engine, i) == (i >= 30)));
+}
+
+#[test]
+fn reclaim_below_a_threshold_under_w_minus_d_removes_only_below_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_with_distance(tmp.path(), 0);
+    put_range(&engine, 0..20);
+    engine.advance_watermark(15).unwrap();
+    // Like MemoryEngine: offset < min(threshold, W), even where W - D would allow more.
+    let report = engine.reclaim_below(4).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (4, 4));
+    assert!((0..20).all(|i| present(&engine, i) == (i >= 4)));
+    assert_eq!(engine.reclaim().unwrap().values_removed, 11);
+}
+
+#[test]
+fn reclaim_below_never_touches_entries_at_or_above_w() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_with_distance(tmp.path(), u64::MAX);
+    put_range(&engine, 0..20);
+    engine.delete(b"k020", 20).unwrap();
+    engine.advance_watermark(12).unwrap();
+    // A retention distance this large keeps everything from reclaim, but not from a purge.
+    assert_eq!(engine.reclaim().unwrap().removed(), 0);
+    let report = engine.reclaim_below(u64::MAX).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (12, 12));
+    assert!((0..20).all(|i| present(&engine, i) == (i >= 12)));
+    assert_eq!(
+        engine.lookup(b"k020").unwrap(),
+        LocalLookup::Tombstone { offset: 20 }
+    );
+}
+
+#[test]
+fn reclaim_below_purges_a_lagging_replica_up_to_the_adopted_watermark() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let engine = open_with_distance(tmp.path(), 20);
+        put_range(&engine, 0..30);
+        engine.delete(b"k005", 30).unwrap();
+        // Recovery: the lake's end is past this replica's applied end (31).
+        assert_eq!(engine.adopt_lake_watermark(40).unwrap().current, 40);
+        let report = engine.reclaim_below(40).unwrap();
+        assert_eq!(
+            (
+                report.threshold,
+                report.values_removed,
+                report.tombstones_removed
+            ),
+            (40, 29, 1)
+        );
+    }
+    // Physically gone, so a restart cannot serve any of it again.
+    let engine = open_with_distance(tmp.path(), 20);
+    assert_eq!(engine.watermark(), 40);
+    assert!((0..30).all(|i| !present(&engine, i)));
+    assert_eq!(engine.reclaim_below(40).unwrap().removed(), 0);
+}
+
+#[test]
+fn reclaim_below_never_resurrects_an_older_bottom_version() {
+    for tombstone in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = open_with_distance(tmp.path(), 10);
+        old_at_bottom_new_in_l0(&engine, tombstone);
+        engine.advance_watermark(6).unwrap();
+        assert_eq!(engine.reclaim().unwrap().removed(), 0, "W - D = 0");
+        let report = engine.reclaim_below(6).unwrap();
+        assert_eq!(report.removed(), 1, "{report:?}");
+        assert_eq!(engine.lookup(b"k").unwrap(), LocalLookup::Miss);
+    }
+}
+
+#[test]
+fn compact_to_bottom_places_everything_in_the_last_level() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open(tmp.path());
+    engine.put(b"a", b"1", 0).unwrap();
+    engine.compact_to_bottom().unwrap();
+    engine.put(b"b", b"2", 1).unwrap();
+    engine.compact_to_bottom().unwrap();
+    let levels = engine.data_files_per_level().unwrap();
+    assert_eq!(levels.iter().sum::<u64>(), levels[6], "{levels:?}");
+    assert!(levels[6] >= 1);
+    // No reclaim ran, so nothing is counted as reclaimed.
+    assert_eq!(engine.stats().unwrap().counters.reclaim_runs, 0);
+}
+
+/// RocksDB's `ForceOptimized` bottom step can stop before older bottom files that lie, in key
+/// order, after a file the same call wrote there; reclaim compacts those files too.
+#[test]
+fn reclaim_reaches_bottom_files_after_one_it_just_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open(tmp.path());
+    // Two older bottom files, k0 and k5, each written by its own reclaim...
+    engine.delete(b"k5", 7).unwrap();
+    engine.reclaim().unwrap();
+    engine.delete(b"k0", 8).unwrap();
+    engine.reclaim().unwrap();
+    // ...then a new file for k1, which the next reclaim writes to the bottom between them.
+    engine.advance_watermark(9).unwrap();
+    engine.delete(b"k1", 9).unwrap();
+    assert_eq!(engine.data_files_per_level().unwrap()[6], 2);
+    let report = engine.reclaim().unwrap();
+    assert_eq!(report.tombstones_removed, 2, "{report:?}");
+    assert_eq!(engine.lookup(b"k0").unwrap(), LocalLookup::Miss);
+    assert_eq!(engine.lookup(b"k5").unwrap(), LocalLookup::Miss);
+    assert_eq!(
+        engine.lookup(b"k1").unwrap(),
+        LocalLookup::Tombstone { offset: 9 }
+    );
+}
+
+/// The reclaim's own flush can bring L0 to RocksDB's compaction trigger (4 files), and the
+/// automatic compaction it starts may remove the covered entries before the manual compaction
+/// begins (typically it does): those removals are this reclaim's work and are counted, whichever
+/// compaction does them.
+#[test]
+fn reclaim_counts_what_the_compaction_its_flush_triggers_removes() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Each reopen flushes the recovered WAL into one more L0 file.
+    for offset in 0..3u64 {
+        let engine = open(tmp.path());
+        let mut batch = engine_api::WriteBatch::new();
+        batch.delete(b"k0".to_vec(), offset);
+        if offset == 1 {
+            batch.delete(b"k1".to_vec(), offset);
+        }
+        engine.apply(&batch).unwrap();
+    }
+    let engine = open(tmp.path());
+    assert_eq!(engine.data_files_per_level().unwrap()[0], 3);
+    engine.delete(b"k0", 3).unwrap();
+    engine.advance_watermark(4).unwrap();
+    let report = engine.reclaim().unwrap();
+    assert_eq!(report.tombstones_removed, 2, "{report:?}");
+    assert_eq!(engine.lookup(b"k0").unwrap(), LocalLookup::Miss);
+    assert_eq!(engine.lookup(b"k1").unwrap(), LocalLookup::Miss);
 }

@@ -1,0 +1,197 @@
+//! A full manual compaction of one column family down to the bottom level that meets every
+//! table file existing when it starts exactly once (so the compaction filter sees every entry
+//! once per call).
+//!
+//! One `compact_range` with `BottommostLevelCompaction::ForceOptimized` is meant to do that: it
+//! compacts each level into the next, then the bottom level into itself, skipping the bottom files
+//! this call has just written. RocksDB 10.4 can end that last step early, though: when a file the
+//! call wrote sits, in key order, between older bottom files, the picker compacts the older files
+//! before it and then takes the range as finished (`CompactionPicker::CompactRange` checks for
+//! remaining older files in the already-shrunk input list), so the older files after it are never
+//! compacted and the covered entries in them survive the reclaim. So after the call, every file
+//! that existed before it and still exists (it was never compacted: a compaction consumes its
+//! inputs) is compacted again with a `compact_range` over its key range, consecutive ones
+//! together, until none is left.
+
+use std::collections::{BTreeMap, HashSet};
+
+use engine_api::{Error, Result};
+use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions, DB, LiveFile, properties};
+
+use crate::engine::BACKEND;
+use crate::rocks_err;
+
+/// Targeted passes after the full `compact_range` before giving up on files it left behind. One
+/// is enough unless concurrent flushes keep placing new files between the leftovers.
+const MAX_EXTRA_PASSES: usize = 8;
+
+/// Compacts the column family `cf` (named `cf_name`) down to the bottom level; see the module
+/// docs. Fails if RocksDB reports a background error meanwhile or files it should have compacted
+/// are still there after [`MAX_EXTRA_PASSES`] targeted passes.
+pub(crate) fn compact_to_bottom(db: &DB, cf: &ColumnFamily, cf_name: &str) -> Result<()> {
+    let errors_before = background_errors(db)?;
+    let before: HashSet<String> = table_files(db, cf_name)?
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    compact_range(db, cf, None, None);
+    let mut pass = 0;
+    loop {
+        check_errors(db, errors_before)?;
+        let runs = unmet_runs(&table_files(db, cf_name)?, &before);
+        if runs.is_empty() {
+            return Ok(());
+        }
+        if pass == MAX_EXTRA_PASSES {
+            return Err(Error::backend(
+                BACKEND,
+                format!(
+                    "{} key ranges of table files were never compacted after {pass} extra passes",
+                    runs.len()
+                ),
+            ));
+        }
+        pass += 1;
+        tracing::debug!(
+            pass,
+            ranges = runs.len(),
+            "compacting table files the full compaction skipped"
+        );
+        for run in &runs {
+            compact_range(db, cf, run.start.as_deref(), run.end.as_deref());
+        }
+    }
+}
+
+/// A key range holding only table files of one level that the compaction has not met yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Run {
+    /// Inclusive; `None`: unbounded.
+    start: Option<Vec<u8>>,
+    /// Inclusive; `None`: unbounded.
+    end: Option<Vec<u8>>,
+}
+
+/// Groups the files of `files` named in `before` (so still not compacted) into key ranges of
+/// consecutive such files per level, none containing a file created since (which a compaction of
+/// the range would meet a second time).
+fn unmet_runs(files: &[LiveFile], before: &HashSet<String>) -> Vec<Run> {
+    let mut levels: BTreeMap<i32, Vec<&LiveFile>> = BTreeMap::new();
+    for f in files {
+        levels.entry(f.level).or_default().push(f);
+    }
+    let mut runs = Vec::new();
+    for mut level in levels.into_values() {
+        level.sort_by(|a, b| a.start_key.cmp(&b.start_key));
+        let mut current: Option<Run> = None;
+        for f in level {
+            if !before.contains(&f.name) {
+                runs.extend(current.take());
+                continue;
+            }
+            match current.as_mut() {
+                Some(run) => run.end.clone_from(&f.end_key),
+                None => {
+                    current = Some(Run {
+                        start: f.start_key.clone(),
+                        end: f.end_key.clone(),
+                    });
+                }
+            }
+        }
+        runs.extend(current);
+    }
+    runs
+}
+
+/// The live table files of the column family named `cf_name`.
+fn table_files(db: &DB, cf_name: &str) -> Result<Vec<LiveFile>> {
+    let mut files = db.live_files().map_err(rocks_err)?;
+    files.retain(|f| f.column_family_name == cf_name);
+    Ok(files)
+}
+
+/// One `compact_range` over `[start, end]` (inclusive; `None`: unbounded), down to the bottom
+/// level.
+///
+/// Not exclusive: an exclusive manual compaction holds off every background compaction of the
+/// database for its whole run, so under sustained writes L0 would pile up into RocksDB's slowdown
+/// and stop triggers and stall writers. Bottommost compaction is `ForceOptimized`: every bottom
+/// file is filtered, but those this call just wrote there are not rewritten again.
+fn compact_range(db: &DB, cf: &ColumnFamily, start: Option<&[u8]>, end: Option<&[u8]>) {
+    let mut opts = CompactOptions::default();
+    opts.set_exclusive_manual_compaction(false);
+    opts.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
+    db.compact_range_cf_opt(cf, start, end, &opts);
+}
+
+/// `compact_range` reports no status through the C API; background errors stand in for it.
+fn check_errors(db: &DB, before: u64) -> Result<()> {
+    let after = background_errors(db)?;
+    if after > before {
+        return Err(Error::backend(
+            BACKEND,
+            format!(
+                "compaction failed ({} new background errors)",
+                after - before
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn background_errors(db: &DB) -> Result<u64> {
+    Ok(db
+        .property_int_value(properties::BACKGROUND_ERRORS)
+        .map_err(rocks_err)?
+        .unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, level: i32, start: &[u8], end: &[u8]) -> LiveFile {
+        LiveFile {
+            column_family_name: "data".into(),
+            name: name.into(),
+            size: 1,
+            level,
+            start_key: Some(start.to_vec()),
+            end_key: Some(end.to_vec()),
+            num_entries: 1,
+            num_deletions: 0,
+        }
+    }
+
+    fn run(start: &[u8], end: &[u8]) -> Run {
+        Run {
+            start: Some(start.to_vec()),
+            end: Some(end.to_vec()),
+        }
+    }
+
+    #[test]
+    fn runs_are_consecutive_old_files_per_level_split_by_new_ones() {
+        let before: HashSet<String> = ["a", "c", "d", "f", "x"].map(String::from).into();
+        let files = [
+            file("d", 6, b"k4", b"k5"),
+            file("new1", 6, b"k2", b"k3"),
+            file("a", 6, b"k0", b"k1"),
+            file("c", 6, b"k6", b"k7"),
+            file("new2", 6, b"k8", b"k8"),
+            file("f", 6, b"k9", b"k9"),
+            file("x", 5, b"k1", b"k6"),
+        ];
+        assert_eq!(
+            unmet_runs(&files, &before),
+            vec![
+                run(b"k1", b"k6"),
+                run(b"k0", b"k1"),
+                run(b"k4", b"k7"),
+                run(b"k9", b"k9")
+            ]
+        );
+        assert!(unmet_runs(&files[1..2], &before).is_empty());
+    }
+}
