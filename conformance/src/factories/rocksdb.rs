@@ -32,4 +32,11 @@ impl EngineFactory for RocksDbFactory {
     fn inject_raw(&self, engine: &RocksDbEngine, key: &[u8], stored: &[u8]) -> Result<()> {
         engine.insert_raw(key, stored)
     }
+
+    /// Flushes the memtables and compacts the `data` column family to the bottom level
+    /// ([`RocksDbEngine::compact_to_bottom`]): `flush()` only syncs the WAL, so without this the
+    /// older versions would still sit in the memtable beside the newer ones.
+    fn settle(&self, engine: &RocksDbEngine) -> Result<()> {
+        engine.compact_to_bottom()
+    }
 }
