@@ -14,6 +14,10 @@ pub struct Capabilities {
     pub exact_live_entries: bool,
     /// [`EngineFactory::inject_raw`] can store arbitrary bytes (for corrupt-value cases).
     pub raw_injection: bool,
+    /// Covered entries may also disappear *outside* `reclaim` (RocksDB: every compaction runs the
+    /// filter). DESIGN allows this — covered entries are the lake's — so lookups of covered keys
+    /// may miss early and a reclaim may find less left to remove than the model.
+    pub background_reclaim: bool,
 }
 
 /// Creates engines of one backend for the suite.

@@ -49,6 +49,7 @@ impl EngineFactory for ReopenableMemoryFactory {
             reopen: true,
             exact_live_entries: true,
             raw_injection: true,
+            background_reclaim: false,
         }
     }
 
@@ -293,6 +294,7 @@ impl EngineFactory for MutantFactory {
             reopen: false,
             exact_live_entries: true,
             raw_injection: true,
+            background_reclaim: false,
         }
     }
 

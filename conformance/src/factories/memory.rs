@@ -17,6 +17,7 @@ impl EngineFactory for MemoryFactory {
             reopen: false,
             exact_live_entries: true,
             raw_injection: true,
+            background_reclaim: false,
         }
     }
 

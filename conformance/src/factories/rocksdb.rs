@@ -22,6 +22,7 @@ impl EngineFactory for RocksDbFactory {
             reopen: true,
             exact_live_entries: false,
             raw_injection: true,
+            background_reclaim: true,
         }
     }
 

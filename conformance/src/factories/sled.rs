@@ -20,6 +20,7 @@ impl EngineFactory for SledFactory {
             reopen: true,
             exact_live_entries: true,
             raw_injection: true,
+            background_reclaim: false,
         }
     }
 
