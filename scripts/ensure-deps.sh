@@ -22,15 +22,23 @@ tidemark_apt_install() {
     fi
 }
 
+tidemark_libclang_in() {
+    # True when directory $1 holds libclang itself (libclang.so, libclang.so.N, libclang-N.so…).
+    # libclang-cpp (preinstalled on some images) is a different library and does not count.
+    local f
+    for f in "$1"/libclang.so "$1"/libclang.so.* "$1"/libclang-[0-9]*.so*; do
+        [[ -e "$f" ]] && return 0
+    done
+    return 1
+}
+
 tidemark_has_libclang() {
     # bindgen (RocksDB's bindings) loads libclang at build time.
-    if [[ -n "${LIBCLANG_PATH:-}" ]] && compgen -G "${LIBCLANG_PATH}/libclang*.so*" >/dev/null; then
-        return 0
-    fi
-    compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null ||
-        compgen -G "/usr/lib/x86_64-linux-gnu/libclang*.so*" >/dev/null ||
-        compgen -G "/usr/lib/aarch64-linux-gnu/libclang*.so*" >/dev/null ||
-        (command -v ldconfig >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -q 'libclang.*\.so')
+    local d
+    for d in ${LIBCLANG_PATH:-} /usr/lib/llvm-*/lib /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
+        [[ -d "$d" ]] && tidemark_libclang_in "$d" && return 0
+    done
+    return 1
 }
 
 command -v cargo >/dev/null 2>&1 ||
