@@ -18,7 +18,10 @@ pub use factory::{Capabilities, EngineFactory};
 pub use harness::Harness;
 pub use skip::{CaseInfo, Need};
 
-for_each_case!(__case_table!());
+for_each_case!(__case_table!(
+    CASES,
+    "Every case of the suite, in the order `for_each_case!` lists them."
+));
 for_each_case!(__case_fns!());
 
 #[cfg(test)]

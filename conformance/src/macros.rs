@@ -86,26 +86,7 @@ macro_rules! for_each_case {
 #[macro_export]
 macro_rules! engine_cases {
     ($factory:expr) => {
-        $crate::for_each_case!(__stamp_engine_cases!($factory));
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __stamp_engine_cases {
-    (($factory:expr) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
-        $(
-            #[doc = $doc]
-            #[test]
-            fn $name() {
-                $crate::skip::run_case(
-                    $factory,
-                    stringify!($name),
-                    &[$($crate::Need::$need),*],
-                    $crate::cases::$name,
-                );
-            }
-        )*
+        $crate::for_each_case!(__stamp_cases!($factory, cases, ""));
 
         /// Prints which cases this backend skips and why.
         #[test]
@@ -115,13 +96,35 @@ macro_rules! __stamp_engine_cases {
     };
 }
 
+/// Stamps one `#[test]` per entry of a case list (engine cases or bucket scenarios): the test
+/// `name` runs `$crate::$module::name` through [`crate::skip::run_case`], reported as
+/// `$prefix` + `name`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __stamp_cases {
+    (($factory:expr, $module:ident, $prefix:expr) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        $(
+            #[doc = $doc]
+            #[test]
+            fn $name() {
+                $crate::skip::run_case(
+                    $factory,
+                    concat!($prefix, stringify!($name)),
+                    &[$($crate::Need::$need),*],
+                    $crate::$module::$name,
+                );
+            }
+        )*
+    };
+}
+
+/// Builds the documented table `$table` of a case list, in the order the list gives.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __case_table {
-    (() $($name:ident [$($need:ident),*] $doc:literal,)*) => {
-        /// Every case of the suite, in the order [`for_each_case!`](crate::for_each_case) lists
-        /// them.
-        pub const CASES: &[$crate::CaseInfo] = &[
+    (($table:ident, $table_doc:literal) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        #[doc = $table_doc]
+        pub const $table: &[$crate::CaseInfo] = &[
             $($crate::CaseInfo {
                 name: stringify!($name),
                 needs: &[$($crate::Need::$need),*],

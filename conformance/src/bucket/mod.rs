@@ -62,43 +62,11 @@ macro_rules! for_each_bucket_scenario {
 #[macro_export]
 macro_rules! bucket_cases {
     ($factory:expr) => {
-        $crate::for_each_bucket_scenario!(__stamp_bucket_cases!($factory));
+        $crate::for_each_bucket_scenario!(__stamp_cases!($factory, bucket, "bucket::"));
     };
 }
 
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __stamp_bucket_cases {
-    (($factory:expr) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
-        $(
-            #[doc = $doc]
-            #[test]
-            fn $name() {
-                $crate::skip::run_case(
-                    $factory,
-                    concat!("bucket::", stringify!($name)),
-                    &[$($crate::Need::$need),*],
-                    $crate::bucket::$name,
-                );
-            }
-        )*
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __bucket_scenario_table {
-    (() $($name:ident [$($need:ident),*] $doc:literal,)*) => {
-        /// Every bucket scenario, in the order
-        /// [`for_each_bucket_scenario!`](crate::for_each_bucket_scenario) lists them.
-        pub const SCENARIOS: &[$crate::CaseInfo] = &[
-            $($crate::CaseInfo {
-                name: stringify!($name),
-                needs: &[$($crate::Need::$need),*],
-                doc: $doc,
-            },)*
-        ];
-    };
-}
-
-crate::for_each_bucket_scenario!(__bucket_scenario_table!());
+crate::for_each_bucket_scenario!(__case_table!(
+    SCENARIOS,
+    "Every bucket scenario, in the order `for_each_bucket_scenario!` lists them."
+));
