@@ -2,14 +2,13 @@
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use engine_api::batch::validate_key;
 use engine_api::codec::{self, FORMAT_VERSION};
 use engine_api::sweeper::{self, SweepTotals, index_key, index_upper_bound};
-use engine_api::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
+use engine_api::watermark::{ProgressCell, reclaim_threshold};
 use engine_api::{
     ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
     ReclaimReport, Result, WatermarkUpdate, WriteBatch, layout,
@@ -70,8 +69,7 @@ pub struct RedbEngine {
     reclaimer: Mutex<()>,
     /// What the most recent sweep did (see [`RedbEngine::last_sweep`]).
     last_sweep: Mutex<Option<SweepTotals>>,
-    watermark: AtomicU64,
-    applied_end: AtomicU64,
+    progress: ProgressCell,
     counters: Counters,
 }
 
@@ -298,8 +296,7 @@ impl OpenEngine for RedbEngine {
             writer: Mutex::new(()),
             reclaimer: Mutex::new(()),
             last_sweep: Mutex::new(None),
-            watermark: AtomicU64::new(restored.watermark),
-            applied_end: AtomicU64::new(restored.applied_end),
+            progress: ProgressCell::new(restored.watermark, restored.applied_end),
             counters: Counters::default(),
         })
     }
@@ -312,8 +309,8 @@ impl Engine for RedbEngine {
 
     fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
         let _writer = self.lock_writer()?;
-        let applied_end = self.applied_end.load(Ordering::Acquire);
-        let plan = plan_apply(batch, self.watermark.load(Ordering::Acquire), applied_end)?;
+        let applied_end = self.progress.applied_end();
+        let plan = self.progress.plan_apply(batch)?;
         if !plan.writes.is_empty() || plan.advances(applied_end) {
             let mut txn = self.db.begin_write().redb()?;
             txn.set_durability(self.apply_durability()).redb()?;
@@ -331,8 +328,7 @@ impl Engine for RedbEngine {
             // Same transaction as the rows: a crash can never separate them.
             put_meta(&txn, META_APPLIED_END, plan.outcome.applied_end)?;
             txn.commit().redb()?;
-            self.applied_end
-                .store(plan.outcome.applied_end, Ordering::Release);
+            self.progress.publish_applied_end(plan.outcome.applied_end);
         }
         self.counters.record_apply(&plan.outcome);
         Ok(plan.outcome)
@@ -353,34 +349,20 @@ impl Engine for RedbEngine {
 
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
-        let update = plan_advance(
-            self.watermark.load(Ordering::Acquire),
-            self.applied_end.load(Ordering::Acquire),
-            w,
-        );
-        if update.moved {
-            self.persist_watermark(update.current)?;
-            self.watermark.store(update.current, Ordering::Release);
-        }
-        Ok(update)
+        self.progress.advance(w, |v| self.persist_watermark(v))
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
-        let update = plan_adopt(self.watermark.load(Ordering::Acquire), lake_end);
-        if update.moved {
-            self.persist_watermark(update.current)?;
-            self.watermark.store(update.current, Ordering::Release);
-        }
-        Ok(update)
+        self.progress.adopt(lake_end, |v| self.persist_watermark(v))
     }
 
     fn watermark(&self) -> u64 {
-        self.watermark.load(Ordering::Acquire)
+        self.progress.watermark()
     }
 
     fn applied_end(&self) -> u64 {
-        self.applied_end.load(Ordering::Acquire)
+        self.progress.applied_end()
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {

@@ -7,13 +7,12 @@
 //! applied end and the format version.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use engine_api::batch::validate_key;
 use engine_api::codec::{self, FORMAT_VERSION};
-use engine_api::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
+use engine_api::watermark::{ProgressCell, reclaim_threshold};
 use engine_api::{
     ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
     ReclaimReport, Result, WatermarkUpdate, WriteBatch, layout,
@@ -56,12 +55,12 @@ pub struct RocksDbEngine {
     db_path: PathBuf,
     options: EngineOptions,
     context: RocksDbContext,
-    /// The in-memory `W` the filter reads; published only after it is durable.
-    watermark: Arc<AtomicU64>,
+    /// `W` (read by the filter through its handle; published only after it is durable) and the
+    /// applied end.
+    progress: ProgressCell,
     /// What every compaction filter of `data` applies: `W − D`, or a purge threshold while
     /// `reclaim_below` runs.
     filter_threshold: Arc<WatermarkThreshold>,
-    applied_end: AtomicU64,
     /// Serialises `apply`, `advance_watermark` and raw writes: plans read `W` and the applied end.
     writer: Mutex<()>,
     /// Serialises `reclaim`, `reclaim_below` and `compact_to_bottom`: the filter-counter delta over one call belongs
@@ -77,8 +76,8 @@ impl std::fmt::Debug for RocksDbEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RocksDbEngine")
             .field("db_path", &self.db_path)
-            .field("watermark", &self.watermark.load(Ordering::Relaxed))
-            .field("applied_end", &self.applied_end.load(Ordering::Relaxed))
+            .field("watermark", &self.progress.watermark())
+            .field("applied_end", &self.progress.applied_end())
             .finish_non_exhaustive()
     }
 }
@@ -88,9 +87,9 @@ impl RocksDbEngine {
     pub fn open_in(context: &RocksDbContext, path: &Path, options: EngineOptions) -> Result<Self> {
         layout::claim_directory(path, BACKEND)?;
         let db_path = path.join(DB_DIR);
-        let watermark = Arc::new(AtomicU64::new(0));
+        let progress = ProgressCell::default();
         let filter_threshold = Arc::new(WatermarkThreshold::new(
-            Arc::clone(&watermark),
+            progress.watermark_handle(),
             options.retention_distance,
         ));
         let filter_counters = Arc::new(FilterCounters::default());
@@ -120,9 +119,8 @@ impl RocksDbEngine {
             db_path,
             options,
             context: context.clone(),
-            watermark,
+            progress,
             filter_threshold,
-            applied_end: AtomicU64::new(0),
             writer: Mutex::new(()),
             reclaimer: Mutex::new(()),
             covered: Mutex::new(CoveredTracker::default()),
@@ -158,9 +156,7 @@ impl RocksDbEngine {
             }
         }
         let applied_end = applied_end.unwrap_or(0);
-        self.watermark
-            .store(watermark.unwrap_or(0), Ordering::Release);
-        self.applied_end.store(applied_end, Ordering::Release);
+        self.progress.restore(watermark.unwrap_or(0), applied_end);
         let keys = self.data_property(properties::ESTIMATE_NUM_KEYS)?;
         *self.covered_lock()? = CoveredTracker::seeded(applied_end, keys);
         Ok(())
@@ -270,15 +266,6 @@ impl RocksDbEngine {
             .map_err(rocks_err)
     }
 
-    /// Persists a moved watermark with a synced write, then publishes it to the filter.
-    fn publish_watermark(&self, update: WatermarkUpdate) -> Result<WatermarkUpdate> {
-        if update.moved {
-            self.put_meta_synced(meta::WATERMARK, update.current)?;
-            self.watermark.store(update.current, Ordering::Release);
-        }
-        Ok(update)
-    }
-
     fn writer_lock(&self) -> Result<MutexGuard<'_, ()>> {
         // A poisoned lock means a panic mid-write elsewhere; refuse rather than guess.
         self.writer.lock().map_err(|_| Error::Closed)
@@ -342,10 +329,7 @@ impl RocksDbEngine {
     }
 
     fn threshold(&self) -> u64 {
-        reclaim_threshold(
-            self.watermark.load(Ordering::Acquire),
-            self.options.retention_distance,
-        )
+        reclaim_threshold(self.progress.watermark(), self.options.retention_distance)
     }
 }
 
@@ -363,8 +347,8 @@ impl Engine for RocksDbEngine {
 
     fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
         let _writer = self.writer_lock()?;
-        let applied_end = self.applied_end.load(Ordering::Acquire);
-        let plan = plan_apply(batch, self.watermark.load(Ordering::Acquire), applied_end)?;
+        let applied_end = self.progress.applied_end();
+        let plan = self.progress.plan_apply(batch)?;
         if plan.advances(applied_end) {
             let data = self.cf(DATA_CF)?;
             let mut write = rocksdb::WriteBatch::default();
@@ -380,8 +364,7 @@ impl Engine for RocksDbEngine {
             let mut opts = WriteOptions::default();
             opts.set_sync(self.options.sync_writes);
             self.db.write_opt(write, &opts).map_err(rocks_err)?;
-            self.applied_end
-                .store(plan.outcome.applied_end, Ordering::Release);
+            self.progress.publish_applied_end(plan.outcome.applied_end);
             if let (Some(first), Some(last)) = (plan.writes.first(), plan.writes.last()) {
                 self.covered_lock()?.record(
                     first.offset(),
@@ -408,24 +391,23 @@ impl Engine for RocksDbEngine {
 
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         let _writer = self.writer_lock()?;
-        self.publish_watermark(plan_advance(
-            self.watermark.load(Ordering::Acquire),
-            self.applied_end.load(Ordering::Acquire),
-            w,
-        ))
+        // Synced before the filter can see it.
+        self.progress
+            .advance(w, |v| self.put_meta_synced(meta::WATERMARK, v))
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
         let _writer = self.writer_lock()?;
-        self.publish_watermark(plan_adopt(self.watermark.load(Ordering::Acquire), lake_end))
+        self.progress
+            .adopt(lake_end, |v| self.put_meta_synced(meta::WATERMARK, v))
     }
 
     fn watermark(&self) -> u64 {
-        self.watermark.load(Ordering::Acquire)
+        self.progress.watermark()
     }
 
     fn applied_end(&self) -> u64 {
-        self.applied_end.load(Ordering::Acquire)
+        self.progress.applied_end()
     }
 
     /// Flush, then a manual compaction of the whole `data` column family down to and including

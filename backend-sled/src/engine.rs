@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use engine_api::batch::validate_key;
 use engine_api::sweeper::{self, SweepTotals, index_key, index_upper_bound};
-use engine_api::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
+use engine_api::watermark::{ProgressCell, reclaim_threshold};
 use engine_api::{
     ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
     ReclaimReport, Result, WatermarkUpdate, WriteBatch, codec, layout,
@@ -60,8 +60,7 @@ pub struct SledEngine {
     reclaimer: Mutex<()>,
     last_sweep: Mutex<Option<SweepTotals>>,
     chunk_hook: Mutex<Option<ChunkHook>>,
-    watermark: AtomicU64,
-    applied_end: AtomicU64,
+    progress: ProgressCell,
     /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
     live_entries: AtomicU64,
     /// Set when a flush after a committed write failed; see [`StoreFailed`].
@@ -78,8 +77,8 @@ impl fmt::Debug for SledEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SledEngine")
             .field("path", &self.path)
-            .field("watermark", &self.watermark.load(Ordering::Acquire))
-            .field("applied_end", &self.applied_end.load(Ordering::Acquire))
+            .field("watermark", &self.progress.watermark())
+            .field("applied_end", &self.progress.applied_end())
             .field("failed", &self.failed.load(Ordering::Acquire))
             .finish_non_exhaustive()
     }
@@ -191,17 +190,14 @@ impl SledEngine {
         self.db.flush().map(drop)
     }
 
-    /// Writes `W` to `meta` and flushes: the watermark is always durable before it is published.
-    fn persist_watermark(&self, update: &WatermarkUpdate) -> Result<()> {
-        if update.moved {
-            self.meta
-                .insert(meta::WATERMARK, &update.current.to_be_bytes())
-                .map_err(sled_error)?;
-            // `meta` now holds a watermark memory does not: a failed flush fails the engine.
-            self.flush_committed()?;
-            self.watermark.store(update.current, Ordering::Release);
-        }
-        Ok(())
+    /// Writes `W` to `meta` and flushes: the watermark is durable before [`ProgressCell`]
+    /// publishes it.
+    fn persist_watermark(&self, watermark: u64) -> Result<()> {
+        self.meta
+            .insert(meta::WATERMARK, &watermark.to_be_bytes())
+            .map_err(sled_error)?;
+        // `meta` now holds a watermark memory does not: a failed flush fails the engine.
+        self.flush_committed()
     }
 
     /// Sweeps every index row below `threshold_of(W)`, reading `W` once under the reclaimer lock.
@@ -303,8 +299,7 @@ impl OpenEngine for SledEngine {
             reclaimer: Mutex::new(()),
             last_sweep: Mutex::new(None),
             chunk_hook: Mutex::new(None),
-            watermark: AtomicU64::new(restored.watermark),
-            applied_end: AtomicU64::new(restored.applied_end),
+            progress: ProgressCell::new(restored.watermark, restored.applied_end),
             live_entries: AtomicU64::new(live_entries),
             failed: AtomicBool::new(false),
             #[cfg(test)]
@@ -325,8 +320,8 @@ impl Engine for SledEngine {
         // Before planning: after a failed flush the "already applied" answer cannot be trusted
         // to mean "durable".
         self.check_usable()?;
-        let applied_end = self.applied_end.load(Ordering::Acquire);
-        let plan = plan_apply(batch, self.watermark.load(Ordering::Acquire), applied_end)?;
+        let applied_end = self.progress.applied_end();
+        let plan = self.progress.plan_apply(batch)?;
         if plan.advances(applied_end) {
             // Encoded once, outside the closure: sled may run the closure more than once.
             let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = plan
@@ -356,8 +351,7 @@ impl Engine for SledEngine {
             // Committed and visible: publish before the flush so memory matches the trees even
             // if the flush fails (which then fails the engine, see `flush_committed`).
             self.live_entries.fetch_add(added, Ordering::AcqRel);
-            self.applied_end
-                .store(plan.outcome.applied_end, Ordering::Release);
+            self.progress.publish_applied_end(plan.outcome.applied_end);
             self.counters.record_apply(&plan.outcome);
             if self.options.sync_writes {
                 self.flush_committed()?;
@@ -380,29 +374,21 @@ impl Engine for SledEngine {
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock(&self.writer)?;
         self.check_usable()?;
-        let update = plan_advance(
-            self.watermark.load(Ordering::Acquire),
-            self.applied_end.load(Ordering::Acquire),
-            w,
-        );
-        self.persist_watermark(&update)?;
-        Ok(update)
+        self.progress.advance(w, |v| self.persist_watermark(v))
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock(&self.writer)?;
         self.check_usable()?;
-        let update = plan_adopt(self.watermark.load(Ordering::Acquire), lake_end);
-        self.persist_watermark(&update)?;
-        Ok(update)
+        self.progress.adopt(lake_end, |v| self.persist_watermark(v))
     }
 
     fn watermark(&self) -> u64 {
-        self.watermark.load(Ordering::Acquire)
+        self.progress.watermark()
     }
 
     fn applied_end(&self) -> u64 {
-        self.applied_end.load(Ordering::Acquire)
+        self.progress.applied_end()
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {

@@ -1,6 +1,9 @@
 //! The watermark arithmetic every backend shares: what is covered, how a batch is split into
 //! applied / covered / already-applied records, and how a watermark request resolves.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::batch::{Record, WriteBatch};
 use crate::error::Result;
 use crate::outcome::{ApplyOutcome, WatermarkUpdate};
@@ -89,6 +92,94 @@ pub fn plan_adopt(current: u64, lake_end: u64) -> WatermarkUpdate {
     }
 }
 
+/// The watermark and applied end of one disk engine as readers see them: read without locks,
+/// changed only by the engine's writer (under its writer lock) once the write holding the new
+/// value has committed — and the watermark only once it is **durable**, so no reader (a
+/// compaction filter least of all) ever acts on a watermark a crash could take back.
+#[derive(Debug, Default)]
+pub struct ProgressCell {
+    /// Shared so a compaction filter's supplier can read `W` (see [`Self::watermark_handle`]).
+    watermark: Arc<AtomicU64>,
+    applied_end: AtomicU64,
+}
+
+impl ProgressCell {
+    /// A cell holding restored values.
+    pub fn new(watermark: u64, applied_end: u64) -> Self {
+        ProgressCell {
+            watermark: Arc::new(AtomicU64::new(watermark)),
+            applied_end: AtomicU64::new(applied_end),
+        }
+    }
+
+    /// The published watermark `W`.
+    pub fn watermark(&self) -> u64 {
+        self.watermark.load(Ordering::Acquire)
+    }
+
+    /// The published applied end.
+    pub fn applied_end(&self) -> u64 {
+        self.applied_end.load(Ordering::Acquire)
+    }
+
+    /// The published `W` itself, for readers outside the engine (a compaction filter supplier).
+    pub fn watermark_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.watermark)
+    }
+
+    /// Publishes values restored from disk (at open, before the engine serves anything).
+    pub fn restore(&self, watermark: u64, applied_end: u64) {
+        self.watermark.store(watermark, Ordering::Release);
+        self.applied_end.store(applied_end, Ordering::Release);
+    }
+
+    /// [`plan_apply`] against the published values. Hold the writer lock until the plan is
+    /// committed and [`Self::publish_applied_end`] has run.
+    pub fn plan_apply<'a>(&self, batch: &'a WriteBatch) -> Result<ApplyPlan<'a>> {
+        plan_apply(batch, self.watermark(), self.applied_end())
+    }
+
+    /// Publishes the applied end of a committed batch.
+    pub fn publish_applied_end(&self, applied_end: u64) {
+        self.applied_end.store(applied_end, Ordering::Release);
+    }
+
+    /// `advance_watermark(requested)`: resolves it with [`plan_advance`]; when `W` moves, calls
+    /// `persist` with the new value and publishes it only once `persist` succeeded. Hold the
+    /// writer lock.
+    pub fn advance(
+        &self,
+        requested: u64,
+        persist: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<WatermarkUpdate> {
+        self.publish(
+            plan_advance(self.watermark(), self.applied_end(), requested),
+            persist,
+        )
+    }
+
+    /// `adopt_lake_watermark(lake_end)`: like [`Self::advance`], resolved with [`plan_adopt`].
+    pub fn adopt(
+        &self,
+        lake_end: u64,
+        persist: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<WatermarkUpdate> {
+        self.publish(plan_adopt(self.watermark(), lake_end), persist)
+    }
+
+    fn publish(
+        &self,
+        update: WatermarkUpdate,
+        persist: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<WatermarkUpdate> {
+        if update.moved {
+            persist(update.current)?;
+            self.watermark.store(update.current, Ordering::Release);
+        }
+        Ok(update)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +206,29 @@ mod tests {
         assert_eq!(plan.outcome.applied_end, 10);
         assert_eq!(plan.writes.len(), 2);
         assert!(plan.advances(7));
+    }
+
+    #[test]
+    fn cell_publishes_only_after_persist_succeeds() {
+        let cell = ProgressCell::new(2, 10);
+        let err = cell.advance(8, |_| Err(crate::Error::Closed));
+        assert!(err.is_err());
+        assert_eq!(cell.watermark(), 2);
+        let mut persisted = Vec::new();
+        let up = cell
+            .advance(20, |w| {
+                persisted.push(w);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            (up.current, cell.watermark(), persisted),
+            (10, 10, vec![10])
+        );
+        // No-ops never call persist.
+        cell.advance(5, |_| panic!("persisted a no-op")).unwrap();
+        assert_eq!(cell.adopt(30, |_| Ok(())).unwrap().current, 30);
+        assert_eq!(cell.watermark_handle().load(Ordering::Acquire), 30);
     }
 
     #[test]
