@@ -69,18 +69,6 @@ impl EngineFactory for ReopenableMemoryFactory {
     }
 }
 
-fn since(now: CounterSnapshot, base: CounterSnapshot) -> CounterSnapshot {
-    CounterSnapshot {
-        applied: now.applied - base.applied,
-        covered: now.covered - base.covered,
-        already_applied: now.already_applied - base.already_applied,
-        reclaimed_values: now.reclaimed_values - base.reclaimed_values,
-        reclaimed_tombstones: now.reclaimed_tombstones - base.reclaimed_tombstones,
-        reclaim_runs: now.reclaim_runs - base.reclaim_runs,
-        corrupt_kept: now.corrupt_kept - base.corrupt_kept,
-    }
-}
-
 impl Engine for Reopened {
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
@@ -111,7 +99,7 @@ impl Engine for Reopened {
     }
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
-        stats.counters = since(stats.counters, self.base);
+        stats.counters = stats.counters.since(&self.base);
         Ok(stats)
     }
     fn flush(&self) -> Result<()> {

@@ -21,6 +21,24 @@ pub struct CounterSnapshot {
     pub corrupt_kept: u64,
 }
 
+impl CounterSnapshot {
+    /// What was counted after `base` was taken (each field `self - base`, saturating at 0), e.g.
+    /// to compare an engine reopened mid-run with a model that never reset.
+    pub fn since(&self, base: &CounterSnapshot) -> CounterSnapshot {
+        CounterSnapshot {
+            applied: self.applied.saturating_sub(base.applied),
+            covered: self.covered.saturating_sub(base.covered),
+            already_applied: self.already_applied.saturating_sub(base.already_applied),
+            reclaimed_values: self.reclaimed_values.saturating_sub(base.reclaimed_values),
+            reclaimed_tombstones: self
+                .reclaimed_tombstones
+                .saturating_sub(base.reclaimed_tombstones),
+            reclaim_runs: self.reclaim_runs.saturating_sub(base.reclaim_runs),
+            corrupt_kept: self.corrupt_kept.saturating_sub(base.corrupt_kept),
+        }
+    }
+}
+
 /// Atomic counters shared by an engine's writer, reader and reclaimer.
 #[derive(Debug, Default)]
 pub struct Counters {

@@ -221,18 +221,6 @@ fn counters_agree(got: CounterSnapshot, want: CounterSnapshot, background: bool)
         && got.reclaimed_tombstones <= want.reclaimed_tombstones
 }
 
-fn counters_since(now: CounterSnapshot, base: CounterSnapshot) -> CounterSnapshot {
-    CounterSnapshot {
-        applied: now.applied - base.applied,
-        covered: now.covered - base.covered,
-        already_applied: now.already_applied - base.already_applied,
-        reclaimed_values: now.reclaimed_values - base.reclaimed_values,
-        reclaimed_tombstones: now.reclaimed_tombstones - base.reclaimed_tombstones,
-        reclaim_runs: now.reclaim_runs - base.reclaim_runs,
-        corrupt_kept: now.corrupt_kept - base.corrupt_kept,
-    }
-}
-
 /// Runs one generated sequence against a fresh backend engine and a fresh model.
 fn run_sequence<F: EngineFactory>(
     factory: &Arc<F>,
@@ -341,7 +329,7 @@ fn run_sequence<F: EngineFactory>(
         let want = ok(step, "model stats", model.stats())?;
         check_eq!(step, "stats watermark", got.watermark, want.watermark);
         check_eq!(step, "stats applied end", got.applied_end, want.applied_end);
-        let want_counters = counters_since(want.counters, base);
+        let want_counters = want.counters.since(&base);
         if !counters_agree(got.counters, want_counters, background) {
             check_eq!(step, "counters since open", got.counters, want_counters);
         }
