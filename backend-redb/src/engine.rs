@@ -122,6 +122,7 @@ impl RedbEngine {
     ///
     /// The row is indexed at offset 0 — as if it had been written first and damaged since — so
     /// that any sweep with a non-zero threshold meets it, keeps it and counts it.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let mut txn = self.db.begin_write().redb()?;
@@ -149,7 +150,9 @@ impl RedbEngine {
 
     fn lock_writer(&self) -> Result<MutexGuard<'_, ()>> {
         // A poisoned lock means a panic mid-update; refuse rather than risk torn in-memory state.
-        self.writer.lock().map_err(|_| Error::Closed)
+        self.writer
+            .lock()
+            .map_err(|_| Error::Poisoned { what: "engine" })
     }
 
     /// Persists the watermark with an fsync before returning.
@@ -171,7 +174,10 @@ impl RedbEngine {
     /// Both [`Engine::reclaim`] and [`Engine::reclaim_below`] are this with a different threshold.
     fn reclaim_at(&self, threshold_of: impl FnOnce(u64) -> u64) -> Result<ReclaimReport> {
         let started = Instant::now();
-        let _reclaimer = self.reclaimer.lock().map_err(|_| Error::Closed)?;
+        let _reclaimer = self
+            .reclaimer
+            .lock()
+            .map_err(|_| Error::Poisoned { what: "engine" })?;
         // The threshold is fixed when the call starts; entries covered later wait for the next
         // reclaim. Writers are not held off: each chunk is its own short transaction.
         let threshold = threshold_of(self.watermark());

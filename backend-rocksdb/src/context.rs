@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use engine_api::{Error, Result};
+use engine_api::Result;
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
@@ -134,7 +134,7 @@ impl RocksDbContext {
     /// `OpenEngine::open` opens engines from it.
     pub fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
-        let mut slot = GLOBAL.lock().map_err(|_| Error::Closed)?;
+        let mut slot = engine_api::sync::lock(&GLOBAL, "global RocksDB context")?;
         if let Some(ctx) = slot.as_ref() {
             return Ok(ctx.clone());
         }

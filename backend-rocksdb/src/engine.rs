@@ -188,6 +188,7 @@ impl RocksDbEngine {
     ///
     /// **For corruption tests only** (the conformance suite's raw injection): it lets a test place
     /// bytes the codec would never write, to check that reclamation keeps and counts them.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let _writer = self.writer_lock()?;
@@ -268,15 +269,21 @@ impl RocksDbEngine {
 
     fn writer_lock(&self) -> Result<MutexGuard<'_, ()>> {
         // A poisoned lock means a panic mid-write elsewhere; refuse rather than guess.
-        self.writer.lock().map_err(|_| Error::Closed)
+        self.writer
+            .lock()
+            .map_err(|_| Error::Poisoned { what: "engine" })
     }
 
     fn covered_lock(&self) -> Result<MutexGuard<'_, CoveredTracker>> {
-        self.covered.lock().map_err(|_| Error::Closed)
+        self.covered
+            .lock()
+            .map_err(|_| Error::Poisoned { what: "engine" })
     }
 
     fn reclaimer_lock(&self) -> Result<MutexGuard<'_, ()>> {
-        self.reclaimer.lock().map_err(|_| Error::Closed)
+        self.reclaimer
+            .lock()
+            .map_err(|_| Error::Poisoned { what: "engine" })
     }
 
     /// Compacts the whole `data` column family down to the bottom level, meeting every table

@@ -16,7 +16,7 @@ use engine_api::{
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
 use crate::chunk::{ChunkHook, Chunker};
-use crate::errors::{BACKEND, StoreFailed, sled_error, tx_error};
+use crate::errors::{BACKEND, sled_error, store_failed, tx_error};
 use crate::meta;
 use crate::registry::{self, OpenStore};
 
@@ -44,7 +44,7 @@ const CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 /// (applied end, live count) or is followed by a flush (watermark) that makes it durable.
 ///
 /// If a flush that follows a committed write fails, the engine is marked failed: from then on
-/// every write, watermark change, reclaim and flush returns [`StoreFailed`] until the store is
+/// every write, watermark change, reclaim and flush returns [`Error::StoreFailed`] until the store is
 /// reopened (see there why a retry must not simply succeed).
 pub struct SledEngine {
     path: PathBuf,
@@ -63,7 +63,7 @@ pub struct SledEngine {
     progress: ProgressCell,
     /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
     live_entries: AtomicU64,
-    /// Set when a flush after a committed write failed; see [`StoreFailed`].
+    /// Set when a flush after a committed write failed; see [`Error::StoreFailed`].
     failed: AtomicBool,
     /// Makes the next flush fail, to test the failed state without a failing disk.
     #[cfg(test)]
@@ -113,6 +113,7 @@ impl SledEngine {
     /// transaction and without the writer lock, so writers proceed while it runs; a callback that
     /// blocks holds up only the reclaim. Meant for progress diagnostics and for tests that need a
     /// reclaim paused between two chunks.
+    #[cfg(any(test, feature = "testing"))]
     pub fn on_chunk_committed(&self, hook: Option<ChunkHook>) -> Result<()> {
         *self.lock(&self.chunk_hook)? = hook;
         Ok(())
@@ -129,6 +130,7 @@ impl SledEngine {
     /// are indexed at their tag, like any write; undecodable bytes are indexed at offset 0 (below
     /// every non-zero threshold), and the index row of the entry they replace is moved there
     /// rather than left behind to meet the same entry a second time.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let _writer = self.lock(&self.writer)?;
@@ -156,13 +158,13 @@ impl SledEngine {
 
     fn lock<'a, T>(&self, mutex: &'a Mutex<T>) -> Result<MutexGuard<'a, T>> {
         // A poisoned lock means a panic mid-update elsewhere; refuse rather than guess.
-        mutex.lock().map_err(|_| Error::Closed)
+        engine_api::sync::lock(mutex, "sled engine")
     }
 
     /// Refuses once a flush after a committed write has failed.
     fn check_usable(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(StoreFailed::error(&self.path, None));
+            return Err(store_failed(&self.path, None));
         }
         Ok(())
     }
@@ -175,7 +177,7 @@ impl SledEngine {
             self.failed.store(true, Ordering::Release);
             tracing::error!(path = %self.path.display(), error = %e,
                 "sled flush after a committed write failed; the store must be reopened");
-            return Err(StoreFailed::error(&self.path, Some(e)));
+            return Err(store_failed(&self.path, Some(e)));
         }
         Ok(())
     }
@@ -427,10 +429,7 @@ mod tests {
     use super::*;
 
     fn assert_store_failed(err: Error) {
-        let Error::Backend { source, .. } = &err else {
-            panic!("expected a backend error, got {err}");
-        };
-        assert!(source.downcast_ref::<StoreFailed>().is_some(), "{err}");
+        assert!(matches!(err, Error::StoreFailed { .. }), "{err}");
         assert!(err.to_string().contains("must be reopened"), "{err}");
     }
 

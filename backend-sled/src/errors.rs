@@ -1,6 +1,6 @@
 //! Mapping sled's errors into [`engine_api::Error`], and the failed-store error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use engine_api::Error;
 use sled::transaction::TransactionError;
@@ -22,8 +22,8 @@ pub(crate) fn tx_error(e: TransactionError<Error>) -> Error {
     }
 }
 
-/// The source of the [`Error::Backend`] that every write, watermark change, reclaim and flush of
-/// a [`SledEngine`](crate::SledEngine) returns once a flush that followed a committed write has
+/// The [`Error::StoreFailed`] that every write, watermark change, reclaim and flush of a
+/// [`SledEngine`](crate::SledEngine) returns once a flush that followed a committed write has
 /// failed.
 ///
 /// After such a failure the committed write is visible (and the applied end has moved past it),
@@ -31,32 +31,9 @@ pub(crate) fn tx_error(e: TransactionError<Error>) -> Error {
 /// acknowledged without a flush, so the engine refuses everything that writes or promises
 /// durability instead. Drop the engine and reopen the store: opening restores exactly what is
 /// durable, and WAL replay from the returned applied end fills any gap. Lookups keep working.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "sled store {} must be reopened: a flush after a committed write failed, so writes it made \
-     visible may not be durable",
-    path.display()
-)]
-pub struct StoreFailed {
-    path: PathBuf,
-    /// The failed flush, on the call that failed; `None` on every later call.
-    #[source]
-    cause: Option<sled::Error>,
-}
-
-impl StoreFailed {
-    pub(crate) fn error(path: &Path, cause: Option<sled::Error>) -> Error {
-        Error::backend(
-            BACKEND,
-            StoreFailed {
-                path: path.to_path_buf(),
-                cause,
-            },
-        )
-    }
-
-    /// The bucket directory of the failed store.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
+pub(crate) fn store_failed(path: &Path, cause: Option<sled::Error>) -> Error {
+    Error::store_failed(
+        path,
+        cause.map(|e| Box::new(e) as engine_api::error::BoxedSource),
+    )
 }

@@ -23,4 +23,3 @@ mod registry;
 pub use chunk::ChunkHook;
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
 pub use engine_api::sweeper::SweepTotals;
-pub use errors::StoreFailed;

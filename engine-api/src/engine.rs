@@ -10,6 +10,9 @@ use crate::stats::EngineStats;
 
 /// A bucket's local key-value state, tagged with WAL offsets and reclaimed below a watermark.
 ///
+/// Each method's semantics are specified in `docs/DESIGN.md` (workspace root), section *Engine
+/// contract*; the conformance suite checks every backend against it.
+///
 /// Every call may block on storage; async callers use `spawn_blocking`. All methods take `&self`
 /// and are safe to call concurrently: `apply` calls are serialised internally, `lookup` and
 /// `reclaim` run alongside them.
@@ -78,47 +81,105 @@ pub trait OpenEngine: Engine + Sized {
     fn open(path: &Path, options: EngineOptions) -> Result<Self>;
 }
 
-/// Forwards the whole trait through a smart pointer, so `Arc<dyn Engine>` and `Box<dyn Engine>`
-/// are engines too.
+/// Implements [`Engine`] methods by forwarding them to a field (or, with `deref`, through a
+/// smart pointer), so a wrapper engine writes only the methods it changes.
+///
+/// `forward_engine!(inner)` forwards every method to `self.inner`; `forward_engine!(inner;
+/// apply lookup)` forwards only the listed ones (write the others by hand in the same `impl`).
+///
+/// ```
+/// use engine_api::{Engine, EngineStats, MemoryEngine, Result, forward_engine};
+///
+/// /// Reports every stat as the inner engine does, but with the counters zeroed.
+/// struct Quiet {
+///     inner: MemoryEngine,
+/// }
+///
+/// impl Engine for Quiet {
+///     forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
+///         watermark applied_end reclaim reclaim_below flush);
+///     fn stats(&self) -> Result<EngineStats> {
+///         Ok(EngineStats { counters: Default::default(), ..self.inner.stats()? })
+///     }
+/// }
+///
+/// let quiet = Quiet { inner: MemoryEngine::new(Default::default()) };
+/// quiet.put(b"k", b"v", 0)?;
+/// assert_eq!(quiet.stats()?.counters.applied, 0);
+/// # Ok::<(), engine_api::Error>(())
+/// ```
+#[macro_export]
 macro_rules! forward_engine {
-    ($($ptr:ident)::+) => {
-        impl<E: Engine + ?Sized> Engine for $($ptr)::+<E> {
-            fn backend_name(&self) -> &'static str {
-                (**self).backend_name()
-            }
-            fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
-                (**self).apply(batch)
-            }
-            fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
-                (**self).lookup(key)
-            }
-            fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
-                (**self).advance_watermark(w)
-            }
-            fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-                (**self).adopt_lake_watermark(lake_end)
-            }
-            fn watermark(&self) -> u64 {
-                (**self).watermark()
-            }
-            fn applied_end(&self) -> u64 {
-                (**self).applied_end()
-            }
-            fn reclaim(&self) -> Result<ReclaimReport> {
-                (**self).reclaim()
-            }
-            fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
-                (**self).reclaim_below(threshold)
-            }
-            fn stats(&self) -> Result<EngineStats> {
-                (**self).stats()
-            }
-            fn flush(&self) -> Result<()> {
-                (**self).flush()
-            }
+    ($target:tt) => {
+        $crate::forward_engine!($target; backend_name apply lookup advance_watermark
+            adopt_lake_watermark watermark applied_end reclaim reclaim_below stats flush);
+    };
+    ($target:tt; $($method:ident)*) => {
+        $( $crate::forward_engine!(@one $target $method); )*
+    };
+    (@to $s:ident deref) => { (**$s) };
+    (@to $s:ident $field:tt) => { $s.$field };
+    (@one $t:tt backend_name) => {
+        fn backend_name(&self) -> &'static str {
+            $crate::forward_engine!(@to self $t).backend_name()
+        }
+    };
+    (@one $t:tt apply) => {
+        fn apply(&self, batch: &$crate::WriteBatch) -> $crate::Result<$crate::ApplyOutcome> {
+            $crate::forward_engine!(@to self $t).apply(batch)
+        }
+    };
+    (@one $t:tt lookup) => {
+        fn lookup(&self, key: &[u8]) -> $crate::Result<$crate::LocalLookup> {
+            $crate::forward_engine!(@to self $t).lookup(key)
+        }
+    };
+    (@one $t:tt advance_watermark) => {
+        fn advance_watermark(&self, w: u64) -> $crate::Result<$crate::WatermarkUpdate> {
+            $crate::forward_engine!(@to self $t).advance_watermark(w)
+        }
+    };
+    (@one $t:tt adopt_lake_watermark) => {
+        fn adopt_lake_watermark(&self, lake_end: u64) -> $crate::Result<$crate::WatermarkUpdate> {
+            $crate::forward_engine!(@to self $t).adopt_lake_watermark(lake_end)
+        }
+    };
+    (@one $t:tt watermark) => {
+        fn watermark(&self) -> u64 {
+            $crate::forward_engine!(@to self $t).watermark()
+        }
+    };
+    (@one $t:tt applied_end) => {
+        fn applied_end(&self) -> u64 {
+            $crate::forward_engine!(@to self $t).applied_end()
+        }
+    };
+    (@one $t:tt reclaim) => {
+        fn reclaim(&self) -> $crate::Result<$crate::ReclaimReport> {
+            $crate::forward_engine!(@to self $t).reclaim()
+        }
+    };
+    (@one $t:tt reclaim_below) => {
+        fn reclaim_below(&self, threshold: u64) -> $crate::Result<$crate::ReclaimReport> {
+            $crate::forward_engine!(@to self $t).reclaim_below(threshold)
+        }
+    };
+    (@one $t:tt stats) => {
+        fn stats(&self) -> $crate::Result<$crate::EngineStats> {
+            $crate::forward_engine!(@to self $t).stats()
+        }
+    };
+    (@one $t:tt flush) => {
+        fn flush(&self) -> $crate::Result<()> {
+            $crate::forward_engine!(@to self $t).flush()
         }
     };
 }
 
-forward_engine!(std::sync::Arc);
-forward_engine!(Box);
+impl<E: Engine + ?Sized> Engine for std::sync::Arc<E> {
+    forward_engine!(deref);
+}
+
+impl<E: Engine + ?Sized> Engine for Box<E> {
+    forward_engine!(deref);
+}

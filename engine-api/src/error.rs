@@ -39,6 +39,28 @@ pub enum Error {
     /// The engine (or scheduler) has been closed or shut down.
     #[error("engine is closed")]
     Closed,
+    /// A lock was poisoned: a thread panicked while holding it, so the state it guards may be
+    /// half-updated. Every fallible call refuses with this rather than guess; reopen the store
+    /// (or restart the process) to recover. Infallible paths (drops, plain getters) never write
+    /// through a poisoned lock.
+    #[error("{what} lock is poisoned (a thread panicked while holding it); reopen the store")]
+    Poisoned {
+        /// Which lock.
+        what: &'static str,
+    },
+    /// A flush that followed a committed write failed, so writes already visible may not be
+    /// durable. Every later write, watermark change, reclaim and flush returns this until the
+    /// store is reopened: a retry would otherwise be acknowledged without being durable. Lookups
+    /// keep working. Reopening restores exactly what is durable; replay the WAL from the applied
+    /// end it reports.
+    #[error("store {} must be reopened: a flush after a committed write failed, so writes it made visible may not be durable", path.display())]
+    StoreFailed {
+        /// The bucket directory of the failed store.
+        path: PathBuf,
+        /// The failed flush, on the call that failed; `None` on every later call.
+        #[source]
+        cause: Option<BoxedSource>,
+    },
     /// The directory belongs to a different backend.
     #[error("{path} holds a {found} store, not a {expected} store")]
     WrongBackend {
@@ -71,8 +93,18 @@ pub enum Error {
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// The lake lookuper failed.
-    #[error("lake error: {0}")]
-    Lake(String),
+    #[error("lake error: {message}")]
+    Lake {
+        /// What failed.
+        message: String,
+        /// The lake client's own error, when there is one.
+        #[source]
+        source: Option<BoxedSource>,
+    },
+    /// A bug inside Tidemark, for example a blocking task that panicked. Nothing the caller did
+    /// wrong; the operation did not complete.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -89,6 +121,30 @@ impl Error {
         Error::Corrupt {
             key: key.to_vec(),
             reason: reason.into(),
+        }
+    }
+
+    /// Builds an [`Error::Lake`] without a source error.
+    pub fn lake(message: impl Into<String>) -> Self {
+        Error::Lake {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Builds an [`Error::Lake`] that keeps the lake client's error as its source.
+    pub fn lake_source(message: impl Into<String>, source: impl Into<BoxedSource>) -> Self {
+        Error::Lake {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Builds an [`Error::StoreFailed`].
+    pub fn store_failed(path: impl Into<PathBuf>, cause: Option<BoxedSource>) -> Self {
+        Error::StoreFailed {
+            path: path.into(),
+            cause,
         }
     }
 

@@ -1,34 +1,34 @@
 //! # Tidemark engine API
 //!
-//! The contract every Tidemark backend implements (see the workspace `DESIGN.md`): the stored
-//! value format ([`codec`]), the synchronous [`Engine`] trait with its result types, the shared
-//! watermark arithmetic ([`watermark`]), the range-scan [`sweeper`] loop used by the B-tree
-//! backends, the directory [`layout`] marker, and the in-memory reference engine
-//! [`MemoryEngine`]. On top of the engine sit the bucket layer ([`bucket`], with the [`lake`]
-//! lookuper it falls back to) and the reclaim [`scheduler`].
+//! The contract every Tidemark backend implements, and nothing else (no async runtime). The
+//! contract itself is `docs/DESIGN.md` at the root of the workspace (section *Engine contract*);
+//! this crate is its code. Here: the stored value format ([`codec`]), the
+//! synchronous [`Engine`] trait with its result types and the [`EngineHandle`] that holds one,
+//! the shared watermark arithmetic ([`watermark`]), the range-scan [`sweeper`] loop used by the
+//! B-tree backends, the directory [`layout`] marker, the lock policy ([`sync`]) and the in-memory
+//! reference engine [`MemoryEngine`]. The bucket layer, the lake lookuper and the reclaim
+//! scheduler live in the `tidemark-bucket` crate.
 
 pub mod batch;
-pub mod bucket;
 pub mod codec;
 pub mod engine;
 pub mod error;
-pub mod lake;
+pub mod handle;
 pub mod layout;
 pub mod memory;
 pub mod options;
 pub mod outcome;
-pub mod scheduler;
+pub mod rng;
 pub mod stats;
 pub mod sweeper;
+pub mod sync;
 pub mod watermark;
 
 pub use batch::{MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record, WriteBatch};
-pub use bucket::{BucketStats, HistoricalBucket, Progress};
 pub use engine::{Engine, OpenEngine};
 pub use error::{Error, Result};
-pub use lake::{LakeLookuper, LakeSnapshot, MemoryLake};
+pub use handle::EngineHandle;
 pub use memory::MemoryEngine;
 pub use options::EngineOptions;
 pub use outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-pub use scheduler::{BucketId, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats};
 pub use stats::{CounterSnapshot, Counters, EngineStats};

@@ -8,10 +8,11 @@ use std::time::Instant;
 use crate::batch::{Record, WriteBatch, validate_key};
 use crate::codec::{self, Decoded};
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 use crate::stats::{Counters, EngineStats};
+use crate::sync;
 use crate::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
 
 #[derive(Debug, Default)]
@@ -57,7 +58,9 @@ impl MemoryEngine {
         &self.options
     }
 
-    /// Stores raw bytes under `key`, bypassing the codec. For tests of corruption handling only.
+    /// Stores raw bytes under `key`, bypassing the codec. For tests of corruption handling only
+    /// (cargo feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         self.write()?.data.insert(key.to_vec(), stored.to_vec());
@@ -109,12 +112,11 @@ impl MemoryEngine {
     }
 
     fn read(&self) -> Result<RwLockReadGuard<'_, State>> {
-        // A poisoned lock means a panic mid-update elsewhere; refuse rather than serve torn state.
-        self.state.read().map_err(|_| Error::Closed)
+        sync::read(&self.state, "memory engine state")
     }
 
     fn write(&self) -> Result<RwLockWriteGuard<'_, State>> {
-        self.state.write().map_err(|_| Error::Closed)
+        sync::write(&self.state, "memory engine state")
     }
 
     /// The state for reading `W` and the applied end, even from a poisoned lock: each is a
@@ -230,7 +232,13 @@ mod tests {
         assert!(engine.state.is_poisoned());
         assert_eq!((engine.watermark(), engine.applied_end()), (5, 8));
         // Everything that could serve torn data still refuses.
-        assert!(matches!(engine.lookup(b"k"), Err(Error::Closed)));
-        assert!(matches!(engine.reclaim(), Err(Error::Closed)));
+        assert!(matches!(
+            engine.lookup(b"k"),
+            Err(crate::Error::Poisoned { .. })
+        ));
+        assert!(matches!(
+            engine.reclaim(),
+            Err(crate::Error::Poisoned { .. })
+        ));
     }
 }

@@ -7,9 +7,11 @@ pub struct EngineOptions {
     /// Keep this many offsets below the watermark as a safety margin: reclaim removes entries with
     /// `offset < W - retention_distance` (saturating). Default 0.
     pub retention_distance: u64,
-    /// When true (default) a returned `apply` or `advance_watermark` survives a crash of the
-    /// process or machine. When false, writes may be lost on a crash (but never torn: batches stay
-    /// atomic) in exchange for throughput. `advance_watermark` is always durable.
+    /// Durability of `apply`. When true (default) a returned `apply` survives a crash of the
+    /// process or machine. When false, applied batches may be lost on a crash (but never torn:
+    /// batches stay atomic, with their applied end) in exchange for throughput. Whatever this
+    /// says, `advance_watermark` and `adopt_lake_watermark` are always durable before they
+    /// return, and make every earlier `apply` durable with them.
     pub sync_writes: bool,
     /// Rows per sweeper chunk transaction for the B-tree backends (default 4096). Smaller chunks
     /// block writers for shorter periods; larger chunks reclaim with less overhead.

@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use engine_api::{Engine, EngineOptions, Error, Result};
+use engine_api::{EngineHandle, EngineOptions, Error, Result};
 
 /// A storage backend. Every variant exists in every build; opening one whose cargo feature is off
 /// is an [`Error::Unsupported`] naming the feature.
@@ -59,7 +59,8 @@ impl Backend {
         Self::ALL.into_iter().filter(|b| b.is_compiled()).collect()
     }
 
-    /// Opens (or creates) a bucket of this backend at `path`.
+    /// Opens (or creates) a bucket of this backend at `path` with the default
+    /// [`BackendConfig`]: `open_with(path, options, &BackendConfig::default())`.
     ///
     /// ```
     /// use tidemark::{Backend, Engine, EngineOptions};
@@ -70,13 +71,73 @@ impl Backend {
     /// assert_eq!(engine.applied_end(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn open(self, path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
+    pub fn open(self, path: &Path, options: EngineOptions) -> Result<EngineHandle> {
+        self.open_with(path, options, &BackendConfig::default())
+    }
+
+    /// Opens (or creates) a bucket of this backend at `path`, taking shared, per-process
+    /// resources from `config` (set it up once and pass it to every open).
+    ///
+    /// [`Backend::Memory`] keeps nothing on disk: it ignores `path` (and says so in a `debug`
+    /// event), and every open is a new, empty engine.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use tidemark::{Backend, BackendConfig, EngineOptions, HistoricalBucket, MemoryLake};
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
+    /// let config = BackendConfig::default(); // e.g. `.with_rocksdb(context)` on a server
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = Backend::compiled()[0];
+    /// let engine = backend.open_with(&dir.path().join("bucket-7"), EngineOptions::default(), &config)?;
+    /// let lake = Arc::new(MemoryLake::new());
+    /// let bucket = HistoricalBucket::new(engine, lake.clone());
+    /// let replay_from = bucket.recover(lake.latest().unwrap_or_default()).await?;
+    /// assert_eq!(replay_from, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_with(
+        self,
+        path: &Path,
+        options: EngineOptions,
+        config: &BackendConfig,
+    ) -> Result<EngineHandle> {
         match self {
-            Backend::Memory => Ok(Box::new(engine_api::MemoryEngine::new(options))),
+            Backend::Memory => {
+                tracing::debug!(
+                    path = %path.display(),
+                    "the memory backend keeps nothing on disk and ignores the path"
+                );
+                Ok(EngineHandle::new(engine_api::MemoryEngine::new(options)))
+            }
             Backend::Sled => open_sled(path, options),
             Backend::Redb => open_redb(path, options),
-            Backend::RocksDb => open_rocksdb(path, options),
+            Backend::RocksDb => open_rocksdb(path, options, config),
         }
+    }
+}
+
+/// Per-process configuration of the backends, set up once by the host and passed to every
+/// [`Backend::open_with`]. `Default` uses each backend's own defaults (for RocksDB, the
+/// process-wide default context).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct BackendConfig {
+    /// The RocksDB context (block cache, memtable budget, rate limiter, background threads)
+    /// every RocksDB bucket opened with this config shares; `None`: the process-wide default.
+    #[cfg(feature = "rocksdb")]
+    pub rocksdb: Option<backend_rocksdb::RocksDbContext>,
+}
+
+impl BackendConfig {
+    /// Shares `context` among every RocksDB bucket opened with this config.
+    #[cfg(feature = "rocksdb")]
+    pub fn with_rocksdb(mut self, context: backend_rocksdb::RocksDbContext) -> Self {
+        self.rocksdb = Some(context);
+        self
     }
 }
 
@@ -90,37 +151,53 @@ fn not_compiled(backend: Backend) -> Error {
 }
 
 #[cfg(feature = "sled")]
-fn open_sled(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
+fn open_sled(path: &Path, options: EngineOptions) -> Result<EngineHandle> {
     use engine_api::OpenEngine;
-    Ok(Box::new(backend_sled::SledEngine::open(path, options)?))
-}
-
-#[cfg(not(feature = "sled"))]
-fn open_sled(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
-    Err(not_compiled(Backend::Sled))
-}
-
-#[cfg(feature = "redb")]
-fn open_redb(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
-    use engine_api::OpenEngine;
-    Ok(Box::new(backend_redb::RedbEngine::open(path, options)?))
-}
-
-#[cfg(not(feature = "redb"))]
-fn open_redb(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
-    Err(not_compiled(Backend::Redb))
-}
-
-#[cfg(feature = "rocksdb")]
-fn open_rocksdb(path: &Path, options: EngineOptions) -> Result<Box<dyn Engine>> {
-    use engine_api::OpenEngine;
-    Ok(Box::new(backend_rocksdb::RocksDbEngine::open(
+    Ok(EngineHandle::new(backend_sled::SledEngine::open(
         path, options,
     )?))
 }
 
+#[cfg(not(feature = "sled"))]
+fn open_sled(_path: &Path, _options: EngineOptions) -> Result<EngineHandle> {
+    Err(not_compiled(Backend::Sled))
+}
+
+#[cfg(feature = "redb")]
+fn open_redb(path: &Path, options: EngineOptions) -> Result<EngineHandle> {
+    use engine_api::OpenEngine;
+    Ok(EngineHandle::new(backend_redb::RedbEngine::open(
+        path, options,
+    )?))
+}
+
+#[cfg(not(feature = "redb"))]
+fn open_redb(_path: &Path, _options: EngineOptions) -> Result<EngineHandle> {
+    Err(not_compiled(Backend::Redb))
+}
+
+#[cfg(feature = "rocksdb")]
+fn open_rocksdb(
+    path: &Path,
+    options: EngineOptions,
+    config: &BackendConfig,
+) -> Result<EngineHandle> {
+    use backend_rocksdb::{RocksDbContext, RocksDbEngine};
+    let context = match &config.rocksdb {
+        Some(context) => context.clone(),
+        None => RocksDbContext::global()?,
+    };
+    Ok(EngineHandle::new(RocksDbEngine::open_in(
+        &context, path, options,
+    )?))
+}
+
 #[cfg(not(feature = "rocksdb"))]
-fn open_rocksdb(_path: &Path, _options: EngineOptions) -> Result<Box<dyn Engine>> {
+fn open_rocksdb(
+    _path: &Path,
+    _options: EngineOptions,
+    _config: &BackendConfig,
+) -> Result<EngineHandle> {
     Err(not_compiled(Backend::RocksDb))
 }
 
@@ -148,6 +225,23 @@ impl FromStr for Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use engine_api::Engine;
+
+    #[test]
+    fn memory_ignores_the_path_and_opens_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("never-created");
+        let a = Backend::Memory
+            .open(&path, EngineOptions::default())
+            .unwrap();
+        a.put(b"k", b"v", 0).unwrap();
+        let b = Backend::Memory
+            .open(&path, EngineOptions::default())
+            .unwrap();
+        assert_eq!((a.applied_end(), b.applied_end()), (1, 0));
+        assert!(!path.exists());
+    }
 
     #[test]
     fn names_round_trip() {

@@ -6,15 +6,60 @@
 //! incrementally — by a compaction filter on RocksDB, by a range-scan sweeper on sled and redb —
 //! while lookups fall back to the lake only on a true local miss.
 //!
-//! This facade re-exports the engine API and one backend per cargo feature (`sled`, `redb`,
-//! `rocksdb`, all on by default), and lets programs choose among the compiled-in backends at
-//! run time with [`Backend`].
+//! This facade re-exports the engine contract (`engine_api`), the bucket layer
+//! (`tidemark_bucket`: [`HistoricalBucket`], [`ReclaimScheduler`], [`MemoryLake`]) and one
+//! backend per cargo feature (`sled`, `redb`, `rocksdb`, all on by default), and lets programs
+//! choose among the compiled-in backends at run time with [`Backend`]. The contract is
+//! `docs/DESIGN.md` at the workspace root.
+//!
+//! A host's integration, end to end:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use tidemark::{
+//!     Backend, BackendConfig, BucketId, EngineOptions, HistoricalBucket, MemoryLake,
+//!     ReclaimScheduler, SchedulerConfig, WriteBatch,
+//! };
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
+//! let config = BackendConfig::default(); // once per process
+//! let scheduler = ReclaimScheduler::new(SchedulerConfig::default())?; // once per process
+//! let dir = tempfile::tempdir()?;
+//! let engine = Backend::compiled()[0].open_with(&dir.path().join("b0"), EngineOptions::default(), &config)?;
+//! let lake = Arc::new(MemoryLake::new());
+//! let bucket = HistoricalBucket::new(engine, lake.clone()).with_scheduler(&scheduler, BucketId(0))?;
+//! bucket.recover(lake.latest().unwrap_or_default()).await?;
+//!
+//! let mut batch = WriteBatch::new();
+//! batch.put("k", "v1", 0).put("k", "v2", 1);
+//! lake.append_batch(&batch)?;
+//! bucket.apply(batch).await?;
+//! bucket.on_lake_progress(lake.commit(1)?).await?; // W = 1: k@0 is covered
+//! assert_eq!(bucket.lookup(b"k").await?, Some(b"v2".to_vec()));
+//! bucket.close().await?;
+//! scheduler.shutdown().await;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod backend;
-pub mod demo;
 
-pub use backend::Backend;
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+pub use backend::{Backend, BackendConfig};
 pub use engine_api::*;
+pub use tidemark_bucket::{
+    BucketId, BucketStats, HistoricalBucket, LakeLookuper, LakeSnapshot, MemoryLake, Progress,
+    ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
+};
+
+/// The bucket layer: lake lookuper, bucket and reclaim scheduler.
+pub use tidemark_bucket as bucket;
 
 /// The sled backend.
 #[cfg(feature = "sled")]

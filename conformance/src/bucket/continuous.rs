@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use engine_api::bucket::HistoricalBucket;
-use engine_api::lake::{LakeSnapshot, MemoryLake};
-use engine_api::{Engine, Progress};
+use engine_api::Engine;
+use tidemark_bucket::HistoricalBucket;
+use tidemark_bucket::Progress;
+use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tokio::sync::watch;
 
 use super::support::{self, Rng, Wal, key, show};
@@ -147,7 +148,7 @@ pub fn continuous_writer_with_trailing_lake<F: EngineFactory>(factory: F) {
 /// notifies the bucket. Reports every applied end it has looked at on `seen`. Returns the
 /// notifications sent.
 async fn tier<F: EngineFactory>(
-    bucket: Arc<support::Bucket<F>>,
+    bucket: Arc<support::Bucket>,
     lake: Arc<MemoryLake>,
     mut applied: watch::Receiver<u64>,
     seen: watch::Sender<u64>,
@@ -168,10 +169,7 @@ async fn tier<F: EngineFactory>(
         let snapshot = lake.commit(end).unwrap();
         // The lake never reaches the applied end: the writer is always ahead.
         assert!(snapshot.end_offset < bucket.engine().applied_end());
-        let progress = bucket
-            .on_lake_progress(snapshot.id, snapshot.end_offset)
-            .await
-            .unwrap();
+        let progress = bucket.on_lake_progress(snapshot).await.unwrap();
         notifications += 1;
         let w = bucket.watermark();
         assert!(matches!(progress, Progress::Published { .. }));
@@ -190,7 +188,7 @@ async fn tier<F: EngineFactory>(
 /// A reader: random keys until the writer is done; each answer must be the model's at some WAL
 /// end the lookup could have observed. Returns the lookups made.
 async fn read<F: EngineFactory>(
-    bucket: Arc<support::Bucket<F>>,
+    bucket: Arc<support::Bucket>,
     wal: Arc<Wal>,
     writer: Arc<Writer>,
     seed: u64,

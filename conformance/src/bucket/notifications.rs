@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use engine_api::bucket::HistoricalBucket;
-use engine_api::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
-use engine_api::{Engine, Error, Progress};
+use engine_api::{Engine, Error};
+use tidemark_bucket::HistoricalBucket;
+use tidemark_bucket::Progress;
+use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 
 use super::support::{self, Wal};
 use crate::EngineFactory;
@@ -44,7 +45,7 @@ pub fn repeated_and_out_of_order_notifications<F: EngineFactory>(factory: F) {
         let refreshes = || lake.counters().refreshes;
         let base = refreshes();
 
-        let on = |s: LakeSnapshot| bucket.on_lake_progress(s.id, s.end_offset);
+        let on = |s: LakeSnapshot| bucket.on_lake_progress(s);
         assert_eq!(published(on(s2).await.unwrap()), (true, 60, true));
         assert_eq!(ignored(on(s2).await.unwrap()), 60);
         assert_eq!(ignored(on(s1).await.unwrap()), 60);
@@ -99,11 +100,8 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
 
         let s2 = lake.commit(80).unwrap();
         lake.fail_next_refreshes(1);
-        let err = bucket
-            .on_lake_progress(s2.id, s2.end_offset)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Lake(_)), "{err}");
+        let err = bucket.on_lake_progress(s2).await.unwrap_err();
+        assert!(matches!(err, Error::Lake { .. }), "{err}");
         assert_eq!(engine.watermark(), 40);
         assert_eq!(bucket.lake_end(), 40);
         assert_eq!(lake.served(), Some(s1));
@@ -113,7 +111,7 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
         support::assert_model::<F>(&bucket, &wal, 100, "after the failed refresh").await;
 
         // The same notification, retried, goes through.
-        let p = bucket.on_lake_progress(s2.id, s2.end_offset).await.unwrap();
+        let p = bucket.on_lake_progress(s2).await.unwrap();
         assert!(matches!(p, Progress::Published { .. }));
         assert_eq!(engine.watermark(), 80);
         support::reclaim::<F>(&bucket).await;
@@ -137,7 +135,7 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
             match bucket.lookup(&key).await {
                 Ok(v) => assert_eq!(v, wal.answer_at(&key, 100)),
                 Err(e) => {
-                    assert!(matches!(e, Error::Lake(_)), "{e}");
+                    assert!(matches!(e, Error::Lake { .. }), "{e}");
                     assert_eq!(engine.lookup(&key).unwrap(), engine_api::LocalLookup::Miss);
                     lake_errors += 1;
                 }

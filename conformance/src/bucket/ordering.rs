@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use engine_api::bucket::HistoricalBucket;
-use engine_api::lake::{LakeSnapshot, MemoryLake};
 use engine_api::{Engine, LocalLookup};
+use tidemark_bucket::HistoricalBucket;
+use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 
 use super::support::{self, Wal, show};
 use crate::EngineFactory;
@@ -15,7 +15,7 @@ const RACERS: usize = 3;
 
 /// Lookups of every key in a loop until `stop`; each must be the model's answer at `end`.
 async fn race<F: EngineFactory>(
-    bucket: Arc<support::Bucket<F>>,
+    bucket: Arc<support::Bucket>,
     wal: Arc<Wal>,
     end: u64,
     stop: Arc<AtomicBool>,
@@ -82,7 +82,7 @@ pub fn refresh_ordering_under_slow_refresh<F: EngineFactory>(factory: F) {
         lake.hold_refreshes();
         let publish = tokio::spawn({
             let bucket = Arc::clone(&bucket);
-            async move { bucket.on_lake_progress(s2.id, s2.end_offset).await }
+            async move { bucket.on_lake_progress(s2).await }
         });
         lake.wait_for_held_refreshes(1).await.unwrap();
         // Held: the lookuper serves s1, so W must still be 100.
@@ -128,10 +128,10 @@ pub fn refresh_ordering_under_slow_refresh<F: EngineFactory>(factory: F) {
         assert_eq!(bucket.stats().lake_behind, refused);
         // Lake progress at W (not beyond it) still brings the lookuper up to date.
         let s3 = lake.commit(280).unwrap();
-        let p = bucket.on_lake_progress(s3.id, s3.end_offset).await.unwrap();
+        let p = bucket.on_lake_progress(s3).await.unwrap();
         assert!(matches!(
             p,
-            engine_api::Progress::Published {
+            tidemark_bucket::Progress::Published {
                 refreshed: true,
                 ..
             }

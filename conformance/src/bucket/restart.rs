@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use engine_api::bucket::HistoricalBucket;
-use engine_api::lake::{LakeSnapshot, MemoryLake};
-use engine_api::{Engine, LocalLookup, Progress, ReclaimScheduler};
+use engine_api::{Engine, LocalLookup};
+use tidemark_bucket::HistoricalBucket;
+use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_bucket::{Progress, ReclaimScheduler};
 
 use super::support::{self, Wal};
 use crate::EngineFactory;
@@ -15,7 +16,7 @@ fn open<F: EngineFactory>(
     site: &support::Site<F>,
     lake: &MemoryLake,
     sched: &ReclaimScheduler,
-) -> (support::Bucket<F>, Arc<MemoryLake>) {
+) -> (support::Bucket, Arc<MemoryLake>) {
     let lookuper = Arc::new(lake.reader());
     let bucket = HistoricalBucket::new(site.open(), lookuper.clone())
         .with_scheduler(sched, support::BUCKET)
@@ -25,7 +26,7 @@ fn open<F: EngineFactory>(
 
 /// Writes `from..to` while the lake trails by a lag that changes every few batches.
 async fn write_trailing<F: EngineFactory>(
-    bucket: &support::Bucket<F>,
+    bucket: &support::Bucket,
     lake: &MemoryLake,
     wal: &Wal,
     from: u64,
@@ -46,7 +47,7 @@ async fn write_trailing<F: EngineFactory>(
 
 /// Closes the instance: unregisters it (waiting for a running reclaim), flushes, and drops every
 /// reference to the engine so the directory can be opened again.
-async fn close<F: EngineFactory>(bucket: support::Bucket<F>) {
+async fn close(bucket: support::Bucket) {
     bucket.close().await.unwrap();
 }
 
@@ -68,7 +69,7 @@ pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
         support::assert_model::<F>(&bucket, &wal, 500, "before the restart").await;
         let persisted_w = bucket.watermark();
         assert!(persisted_w > 0 && persisted_w < 500);
-        close::<F>(bucket).await;
+        close(bucket).await;
         // The lake commits beyond what the bucket was told, still below the applied end.
         let committed = lake.commit(499).unwrap();
         assert!(committed.end_offset > persisted_w);
@@ -92,7 +93,7 @@ pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
         support::reclaim::<F>(&bucket).await;
         support::assert_model::<F>(&bucket, &wal, wal.len(), "after the restart").await;
         assert!(bucket.stats().lake_fallbacks > 0);
-        close::<F>(bucket).await;
+        close(bucket).await;
         sched.shutdown().await;
     });
 }
@@ -117,7 +118,7 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
         support::progress::<F>(&a, &lake, 100).await;
         support::reclaim::<F>(&a).await;
         assert_eq!(a.watermark(), 100);
-        close::<F>(a).await;
+        close(a).await;
 
         // The rest of the WAL exists (another replica wrote it); the lake commits up to 250.
         lake.append(wal.records(300, 400).iter().cloned()).unwrap();
@@ -133,7 +134,7 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
         assert_eq!(replay_from, 300, "replay from the applied end");
         support::reclaim::<F>(&b).await;
         support::assert_model::<F>(&b, &wal, 300, "B after recovery").await;
-        close::<F>(b).await;
+        close(b).await;
 
         // C: the lake is now beyond this replica's applied end (it lags the lake).
         let s3 = lake.commit(350).unwrap();
@@ -166,7 +167,7 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
         support::reclaim::<F>(&c).await;
         support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
         assert!(c.watermark() <= lake.latest().unwrap().end_offset);
-        close::<F>(c).await;
+        close(c).await;
         sched.shutdown().await;
     });
 }
@@ -189,7 +190,7 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory
         support::write::<F>(&a, &lake, &wal, 0, 300).await;
         support::progress::<F>(&a, &lake, 100).await;
         support::reclaim::<F>(&a).await;
-        close::<F>(a).await;
+        close(a).await;
 
         // Another replica wrote the rest; the lake commits beyond this replica's applied end.
         lake.append(wal.records(300, 400).iter().cloned()).unwrap();
@@ -225,7 +226,7 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory
         support::assert_model::<F>(&b, &wal, 350, "B after recovery").await;
         support::replay::<F>(&b, &wal, 350, 380).await;
         support::assert_model::<F>(&b, &wal, 380, "B after a partial replay").await;
-        close::<F>(b).await;
+        close(b).await;
 
         // Restart: W = 350 is now below the applied end 380.
         let (c, _) = open(&site, &lake, &sched);
@@ -236,7 +237,7 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory
         support::progress::<F>(&c, &lake, 400).await;
         support::reclaim::<F>(&c).await;
         support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
-        close::<F>(c).await;
+        close(c).await;
         sched.shutdown().await;
     });
 }
@@ -259,7 +260,7 @@ pub fn leader_change_with_older_lake_snapshot<F: EngineFactory>(factory: F) {
         let s2 = support::progress::<F>(&a, &lake, 250).await;
         support::reclaim::<F>(&a).await;
         assert_eq!(a.watermark(), 250);
-        close::<F>(a).await;
+        close(a).await;
 
         let (b, lookuper) = open(&site, &lake, &sched);
         let replay_from = b.recover(s1).await.unwrap();
@@ -281,7 +282,7 @@ pub fn leader_change_with_older_lake_snapshot<F: EngineFactory>(factory: F) {
         assert!(refused > 0, "{}: some keys live only in the lake", F::NAME);
 
         // Progress to the snapshot that fed W refreshes the lookuper without moving W.
-        let p = b.on_lake_progress(s2.id, s2.end_offset).await.unwrap();
+        let p = b.on_lake_progress(s2).await.unwrap();
         assert!(matches!(
             p,
             Progress::Published {
@@ -296,7 +297,7 @@ pub fn leader_change_with_older_lake_snapshot<F: EngineFactory>(factory: F) {
         support::reclaim::<F>(&b).await;
         support::assert_model::<F>(&b, &wal, 350, "B after more writes").await;
         assert!(b.stats().lake_behind > 0);
-        close::<F>(b).await;
+        close(b).await;
         sched.shutdown().await;
     });
 }

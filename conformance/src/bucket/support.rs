@@ -6,42 +6,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::bucket::HistoricalBucket;
-use engine_api::lake::{LakeSnapshot, MemoryLake};
-use engine_api::{
-    BucketId, EngineOptions, Error, ReclaimScheduler, Record, SchedulerConfig, WriteBatch,
-};
+use engine_api::{EngineOptions, Error, Record, WriteBatch};
 use tempfile::TempDir;
+use tidemark_bucket::HistoricalBucket;
+use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
 
 use crate::EngineFactory;
 
-/// The bucket type a scenario drives for factory `F`.
-pub type Bucket<F> = HistoricalBucket<<F as EngineFactory>::Engine>;
+/// The bucket type a scenario drives (any factory: the bucket holds an [`EngineHandle`]).
+pub type Bucket = HistoricalBucket;
 
-/// A small deterministic generator (SplitMix64), so every backend sees the same workload.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+/// The workload generator every scenario uses, so every backend sees the same workload.
+pub use engine_api::rng::SplitMix64 as Rng;
 
 /// The key with index `i`.
 pub fn key(i: u64) -> Vec<u8> {
@@ -243,7 +220,7 @@ pub const BUCKET: BucketId = BucketId(7);
 /// Applies every record in `from..to`, batch by batch, also appending them to the lake's WAL
 /// first (the host commits a record to its WAL before applying it).
 pub async fn write<F: EngineFactory>(
-    bucket: &Bucket<F>,
+    bucket: &Bucket,
     lake: &MemoryLake,
     wal: &Wal,
     from: u64,
@@ -256,7 +233,7 @@ pub async fn write<F: EngineFactory>(
 }
 
 /// Applies `from..to` to the bucket only (a replay: the lake already has these records).
-pub async fn replay<F: EngineFactory>(bucket: &Bucket<F>, wal: &Wal, from: u64, to: u64) {
+pub async fn replay<F: EngineFactory>(bucket: &Bucket, wal: &Wal, from: u64, to: u64) {
     for batch in wal.batches(from, to) {
         bucket.apply(batch).await.unwrap();
     }
@@ -264,21 +241,21 @@ pub async fn replay<F: EngineFactory>(bucket: &Bucket<F>, wal: &Wal, from: u64, 
 
 /// Commits a lake snapshot ending at `end` and tells the bucket; returns the snapshot.
 pub async fn progress<F: EngineFactory>(
-    bucket: &Bucket<F>,
+    bucket: &Bucket,
     lake: &MemoryLake,
     end: u64,
 ) -> LakeSnapshot {
     let snapshot = lake.commit(end).unwrap();
     bucket
-        .on_lake_progress(snapshot.id, snapshot.end_offset)
+        .on_lake_progress(snapshot)
         .await
         .unwrap_or_else(|e| panic!("{}: lake progress to {end}: {e}", F::NAME));
     snapshot
 }
 
 /// Runs `Engine::reclaim` on a blocking thread.
-pub async fn reclaim<F: EngineFactory>(bucket: &Bucket<F>) -> engine_api::ReclaimReport {
-    let engine = Arc::clone(bucket.engine());
+pub async fn reclaim<F: EngineFactory>(bucket: &Bucket) -> engine_api::ReclaimReport {
+    let engine = bucket.engine().clone();
     tokio::task::spawn_blocking(move || engine_api::Engine::reclaim(&*engine))
         .await
         .unwrap()
@@ -286,7 +263,7 @@ pub async fn reclaim<F: EngineFactory>(bucket: &Bucket<F>) -> engine_api::Reclai
 }
 
 /// Asserts every key (and one never written) answers what the model says after `end`.
-pub async fn assert_model<F: EngineFactory>(bucket: &Bucket<F>, wal: &Wal, end: u64, when: &str) {
+pub async fn assert_model<F: EngineFactory>(bucket: &Bucket, wal: &Wal, end: u64, when: &str) {
     for key in wal.keys() {
         let got = bucket
             .lookup(&key)
@@ -306,7 +283,7 @@ pub async fn assert_model<F: EngineFactory>(bucket: &Bucket<F>, wal: &Wal, end: 
 
 /// Whether an error is the bucket refusing to answer from a lake behind the watermark.
 pub fn is_lake_error(e: &Error) -> bool {
-    matches!(e, Error::Lake(_))
+    matches!(e, Error::Lake { .. })
 }
 
 /// Bytes as text for messages.

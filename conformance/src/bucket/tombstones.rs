@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use engine_api::bucket::HistoricalBucket;
-use engine_api::lake::{LakeSnapshot, MemoryLake};
 use engine_api::{Engine, LocalLookup, Record};
+use tidemark_bucket::HistoricalBucket;
+use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 
 use super::support::{self, Wal};
 use crate::EngineFactory;
@@ -31,7 +31,7 @@ fn wal() -> Wal {
     ])
 }
 
-fn local<F: EngineFactory>(bucket: &support::Bucket<F>, key: &str) -> LocalLookup {
+fn local(bucket: &support::Bucket, key: &str) -> LocalLookup {
     bucket.engine().lookup(key.as_bytes()).unwrap()
 }
 
@@ -65,11 +65,11 @@ pub fn values_and_tombstones_across_watermark<F: EngineFactory>(factory: F) {
         // Covered: tombstones deleted-below@2 and tombstone-only@5, values kept-below@6 and
         // filler 7..9. (below@0, rewritten@3 and deleted-above@4 were already replaced.)
         assert_eq!((report.values_removed, report.tombstones_removed), (4, 2));
-        assert_eq!(local::<F>(&bucket, "deleted-below"), LocalLookup::Miss);
-        assert_eq!(local::<F>(&bucket, "tombstone-only"), LocalLookup::Miss);
-        assert_eq!(local::<F>(&bucket, "kept-below"), LocalLookup::Miss);
+        assert_eq!(local(&bucket, "deleted-below"), LocalLookup::Miss);
+        assert_eq!(local(&bucket, "tombstone-only"), LocalLookup::Miss);
+        assert_eq!(local(&bucket, "kept-below"), LocalLookup::Miss);
         assert_eq!(
-            local::<F>(&bucket, "deleted-above"),
+            local(&bucket, "deleted-above"),
             LocalLookup::Tombstone { offset: 11 }
         );
         // The lake still has the value the local tombstone above W deletes.

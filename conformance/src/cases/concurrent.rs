@@ -147,7 +147,7 @@ pub fn concurrent_apply_reclaim_lookup<F: EngineFactory>(factory: F) {
 }
 
 fn writer<E: Engine>(e: &E, latest: &Latest, progress: &Progress) {
-    let mut rng = SplitMix64(0xC0FFEE);
+    let mut rng = SplitMix64::new(0xC0FFEE);
     let mut offset = 0u64;
     let mut seen = progress.snapshot();
     while offset < RECORDS && !progress.abort.load(Ordering::SeqCst) {
@@ -189,7 +189,7 @@ fn writer<E: Engine>(e: &E, latest: &Latest, progress: &Progress) {
 }
 
 fn reclaimer<E: Engine>(e: &E, progress: &Progress) {
-    let mut rng = SplitMix64(7);
+    let mut rng = SplitMix64::new(7);
     let mut last = 0u64;
     while !progress.finished() {
         let end = e.applied_end();
@@ -217,7 +217,7 @@ fn reclaimer<E: Engine>(e: &E, progress: &Progress) {
 }
 
 fn reader<E: Engine>(e: &E, latest: &Latest, progress: &Progress, id: usize) {
-    let mut rng = SplitMix64(id as u64);
+    let mut rng = SplitMix64::new(id as u64);
     let mut seen: Vec<Option<u64>> = vec![None; KEYS as usize];
     let mut last_w = 0u64;
     let mut after_done = 0;

@@ -4,12 +4,12 @@ use std::sync::atomic::Ordering;
 
 use super::HistoricalBucket;
 use super::stats::bump;
-use crate::engine::Engine;
-use crate::error::Result;
 use crate::lake::LakeSnapshot;
-use crate::outcome::WatermarkUpdate;
 use crate::scheduler::Requested;
-use crate::watermark::plan_adopt;
+use engine_api::engine::Engine;
+use engine_api::error::Result;
+use engine_api::outcome::WatermarkUpdate;
+use engine_api::watermark::plan_adopt;
 
 /// What [`HistoricalBucket::on_lake_progress`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,15 +32,18 @@ pub enum Progress {
     },
 }
 
-impl<E: Engine + 'static> HistoricalBucket<E> {
-    /// Handles confirmed lake progress: snapshot `snapshot_id` holds every record below
-    /// `end_offset`.
+impl HistoricalBucket {
+    /// Handles confirmed lake progress: `snapshot` holds every record below its `end_offset`.
     ///
     /// Processed one at a time per bucket. Ignored (and counted) when `end_offset <= W`.
     /// Otherwise the lookuper is refreshed to the snapshot first (unless it already serves one
     /// at least as new), *then* the watermark is advanced (to `min(end_offset, applied end)`),
     /// *then* a reclaim is requested. A failed refresh returns its error and publishes nothing.
-    pub async fn on_lake_progress(&self, snapshot_id: u64, end_offset: u64) -> Result<Progress> {
+    pub async fn on_lake_progress(&self, snapshot: LakeSnapshot) -> Result<Progress> {
+        let LakeSnapshot {
+            id: snapshot_id,
+            end_offset,
+        } = snapshot;
         let _serial = self.progress.lock().await;
         bump(&self.counters.notifications);
         let watermark = self.engine.watermark();
@@ -57,7 +60,6 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
             );
             return Ok(Progress::Ignored { watermark });
         }
-        let snapshot = LakeSnapshot::new(snapshot_id, end_offset);
         let refreshed = end_offset > lake_end;
         if refreshed {
             self.refresh(snapshot).await?;

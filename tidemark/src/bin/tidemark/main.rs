@@ -3,9 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod demo;
+
 use clap::{Parser, Subcommand};
-use tidemark::demo::{DemoConfig, render, run_backend};
-use tidemark::{Backend, EngineOptions, Result};
+use demo::{DemoConfig, render, run_backend};
+use tidemark::{Backend, Engine, EngineOptions, Result};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,6 +72,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The library's events (reclaims, recoveries, failures) go to stderr, filtered by RUST_LOG
+    // (default: warnings and errors only).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

@@ -21,8 +21,8 @@ use tokio::runtime::Handle;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use crate::engine::Engine;
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
+use engine_api::handle::EngineHandle;
 
 pub use config::SchedulerConfig;
 pub use slot::Requested;
@@ -103,7 +103,8 @@ impl ReclaimScheduler {
 
     /// Starts scheduling reclaims of `engine` under `id`. Fails when the id is taken or after
     /// shutdown.
-    pub fn register(&self, id: BucketId, engine: Arc<dyn Engine>) -> Result<()> {
+    pub fn register(&self, id: BucketId, engine: impl Into<EngineHandle>) -> Result<()> {
+        let engine = engine.into();
         let mut registry = self.write();
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
@@ -153,6 +154,17 @@ impl ReclaimScheduler {
                     Error::invalid(format!("{id} is not registered with the reclaim scheduler"))
                 })
             }
+        }
+    }
+
+    /// Waits until bucket `id` has no reclaim running or waiting: every request made before the
+    /// call has been served (run, skipped below `min_reclaimable`, given up after retries, or
+    /// dropped by a stop). A request made meanwhile extends the wait. Returns at once for an
+    /// unknown bucket. Useful before a final measurement or a graceful handover.
+    pub async fn settled(&self, id: BucketId) {
+        let slot = self.read().get(&id).map(|r| Arc::clone(&r.slot));
+        if let Some(slot) = slot {
+            slot.idle().await;
         }
     }
 

@@ -14,10 +14,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use engine_api::{
-    ApplyOutcome, BucketId, Engine, EngineOptions, EngineStats, Error, LocalLookup, MemoryEngine,
-    ReclaimReport, ReclaimScheduler, Result, SchedulerConfig, WatermarkUpdate, WriteBatch,
-    scheduler::Requested,
+    ApplyOutcome, Engine, EngineOptions, EngineStats, Error, LocalLookup, MemoryEngine,
+    ReclaimReport, Result, WatermarkUpdate, WriteBatch,
 };
+use tidemark_bucket::scheduler::Requested;
+use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
 use tokio::sync::watch;
 use tokio::time::Instant;
 

@@ -3,7 +3,7 @@
 
 use tokio::sync::watch;
 
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, Default)]
 struct GateState {
@@ -71,7 +71,7 @@ impl Gate {
         rx.wait_for(|s| !s.held)
             .await
             .map(|_| ())
-            .map_err(|_| Error::Lake("refresh gate dropped".into()))
+            .map_err(|_| Error::lake("refresh gate dropped"))
     }
 
     /// Waits until at least `n` callers are parked.
@@ -80,6 +80,6 @@ impl Gate {
         rx.wait_for(|s| s.waiting >= n)
             .await
             .map(|_| ())
-            .map_err(|_| Error::Lake("refresh gate dropped".into()))
+            .map_err(|_| Error::lake("refresh gate dropped"))
     }
 }

@@ -8,12 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::bucket::{HistoricalBucket, Progress};
-use engine_api::lake::{LakeSnapshot, MemoryLake};
-use engine_api::scheduler::Requested;
-use engine_api::{
-    BucketId, Engine, EngineOptions, Error, LocalLookup, MemoryEngine, ReclaimScheduler, Record,
-    SchedulerConfig, WriteBatch,
+use engine_api::{Engine, EngineOptions, Error, LocalLookup, MemoryEngine, Record, WriteBatch};
+use tidemark_bucket::scheduler::Requested;
+use tidemark_bucket::{
+    BucketId, HistoricalBucket, LakeSnapshot, MemoryLake, Progress, ReclaimScheduler,
+    SchedulerConfig,
 };
 
 fn batch(records: impl IntoIterator<Item = Record>) -> WriteBatch {
@@ -48,7 +47,7 @@ async fn lake_progress_requests_a_reclaim_that_the_scheduler_runs() {
     bucket.apply(b).await.unwrap();
 
     let s = lake.commit(15).unwrap();
-    let p = bucket.on_lake_progress(s.id, s.end_offset).await.unwrap();
+    let p = bucket.on_lake_progress(s).await.unwrap();
     assert!(matches!(
         p,
         Progress::Published {
@@ -71,7 +70,7 @@ async fn lake_progress_requests_a_reclaim_that_the_scheduler_runs() {
 
     // A stale repeat requests nothing.
     assert!(matches!(
-        bucket.on_lake_progress(s.id, s.end_offset).await.unwrap(),
+        bucket.on_lake_progress(s).await.unwrap(),
         Progress::Ignored { watermark: 15 }
     ));
     assert_eq!(bucket.stats().reclaim_requests, 1);
@@ -166,9 +165,9 @@ async fn lagging_recovery_interrupted_before_the_purge_purges_on_the_next_recove
     // Not the stale local value: the lookuper is not refreshed yet, so the answer is refused.
     assert!(matches!(
         bucket.lookup(b"old-only").await,
-        Err(Error::Lake(_))
+        Err(Error::Lake { .. })
     ));
-    assert!(matches!(bucket.lookup(b"k").await, Err(Error::Lake(_))));
+    assert!(matches!(bucket.lookup(b"k").await, Err(Error::Lake { .. })));
 
     assert_eq!(bucket.recover(s).await.unwrap(), 37);
     assert_eq!(bucket.stats().watermark_advances, 0, "W did not move now");
@@ -221,7 +220,7 @@ async fn dropping_a_bucket_without_close_deregisters_it() {
     lake.append_batch(&b).unwrap();
     bucket.apply(b).await.unwrap();
     let s = lake.commit(5).unwrap();
-    bucket.on_lake_progress(s.id, s.end_offset).await.unwrap();
+    bucket.on_lake_progress(s).await.unwrap();
 
     drop(bucket);
     assert!(sched.bucket_stats(id).is_none(), "deregistered by drop");
@@ -269,7 +268,10 @@ async fn a_local_miss_before_recovery_is_refused_when_w_is_persisted() {
     lake.append_batch(&puts(0..10)).unwrap();
     let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
     assert_eq!(bucket.lookup(b"k7").await.unwrap(), Some(b"v7".to_vec()));
-    assert!(matches!(bucket.lookup(b"k2").await, Err(Error::Lake(_))));
+    assert!(matches!(
+        bucket.lookup(b"k2").await,
+        Err(Error::Lake { .. })
+    ));
     assert_eq!(bucket.stats().lake_behind, 1);
     bucket.recover(lake.commit(5).unwrap()).await.unwrap();
     assert_eq!(bucket.lookup(b"k2").await.unwrap(), Some(b"v2".to_vec()));

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 use super::config::SchedulerConfig;
 use super::slot::Slot;
 use super::stats::Event;
-use crate::error::Error;
+use engine_api::Engine;
+use engine_api::error::Error;
 
 /// Decrements the live-worker count when the worker ends, however it ends.
 pub(crate) struct AliveGuard(pub(crate) Arc<watch::Sender<usize>>);
@@ -52,6 +53,7 @@ impl Worker {
         } = self;
         let mut last_start: Option<Instant> = None;
         loop {
+            slot.settle();
             tokio::select! {
                 biased;
                 () = stopped(&mut stop) => break,
@@ -88,6 +90,7 @@ impl Worker {
             slot.tally.count(Event::Dropped);
             tracing::debug!(bucket = %slot.id, "waiting reclaim dropped: worker stopped");
         }
+        slot.stopped();
         tracing::debug!(bucket = %slot.id, "reclaim worker stopped");
     }
 }
@@ -105,7 +108,7 @@ async fn below_threshold(slot: &Slot, config: &SchedulerConfig) -> bool {
     if config.min_reclaimable == 0 {
         return false;
     }
-    let engine = Arc::clone(&slot.engine);
+    let engine = slot.engine.clone();
     match tokio::task::spawn_blocking(move || engine.stats()).await {
         Ok(Ok(stats)) if stats.covered_estimate < config.min_reclaimable => {
             slot.tally.count(Event::Skipped);
@@ -159,7 +162,7 @@ async fn reclaim(
             }
         };
         let started = Instant::now();
-        let engine = Arc::clone(&slot.engine);
+        let engine = slot.engine.clone();
         let result = tokio::task::spawn_blocking(move || engine.reclaim()).await;
         drop(held);
         let error = match result {
@@ -179,7 +182,9 @@ async fn reclaim(
                 return Flow::Continue;
             }
             Ok(Err(e)) => e,
-            Err(join) => Error::backend(slot.engine.backend_name(), join),
+            Err(join) => Error::Internal(format!(
+                "the blocking reclaim task did not complete: {join}"
+            )),
         };
         slot.tally.count(Event::Failed);
         if retry >= config.max_retries {

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::gate::Gate;
 use super::{LakeLookuper, LakeSnapshot};
-use crate::batch::{Record, WriteBatch};
-use crate::error::{Error, Result};
+use engine_api::batch::{Record, WriteBatch};
+use engine_api::error::{Error, Result};
 
 /// One committed snapshot: the latest value of every live key among the records below its end.
 #[derive(Debug, Default)]
@@ -93,7 +93,7 @@ struct AtomicLakeCounters {
 /// fault settings and counters, like a restarted process opening a new lookuper on the same lake.
 ///
 /// ```
-/// use engine_api::lake::{LakeLookuper, MemoryLake};
+/// use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
 /// use engine_api::WriteBatch;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
@@ -204,7 +204,7 @@ impl MemoryLake {
             .meta
             .id
             .checked_add(1)
-            .ok_or_else(|| Error::Lake("lake snapshot ids exhausted".into()))?;
+            .ok_or_else(|| Error::lake("lake snapshot ids exhausted"))?;
         let meta = LakeSnapshot::new(id, end_offset);
         state
             .snapshots
@@ -233,7 +233,7 @@ impl MemoryLake {
         let snapshot = state
             .snapshots
             .get(&id)
-            .ok_or_else(|| Error::Lake(format!("unknown lake snapshot {id}")))?;
+            .ok_or_else(|| Error::lake(format!("unknown lake snapshot {id}")))?;
         Ok(snapshot.rows.get(key).cloned())
     }
 
@@ -245,6 +245,54 @@ impl MemoryLake {
         Some(self.served_snapshot().meta)
     }
 
+    /// What this handle has done so far.
+    pub fn counters(&self) -> LakeCounters {
+        let c = &self.counters;
+        LakeCounters {
+            refreshes: c.refreshes.load(Ordering::Relaxed),
+            refresh_failures: c.refresh_failures.load(Ordering::Relaxed),
+            lookups: c.lookups.load(Ordering::Relaxed),
+            lookup_failures: c.lookup_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    fn served_snapshot(&self) -> Arc<Snapshot> {
+        // Only an `Arc` swap happens under the lock, so a poisoned lock still holds a snapshot.
+        Arc::clone(&self.served.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    async fn try_refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+        self.gate.pass().await?;
+        sleep_for(&self.faults.refresh_delay_nanos).await;
+        if self.faults.take_refresh_failure() {
+            return Err(Error::lake(format!(
+                "injected refresh failure for snapshot {}",
+                snapshot.id
+            )));
+        }
+        let found = if snapshot.id == 0 {
+            // The empty lake, before anything was committed.
+            Some(Arc::default())
+        } else {
+            self.table.lock().snapshots.get(&snapshot.id).cloned()
+        };
+        let found =
+            found.ok_or_else(|| Error::lake(format!("unknown lake snapshot {}", snapshot.id)))?;
+        if found.meta != snapshot {
+            return Err(Error::lake(format!(
+                "lake snapshot {} ends at {}, not {}",
+                snapshot.id, found.meta.end_offset, snapshot.end_offset
+            )));
+        }
+        *self.served.write().unwrap_or_else(PoisonError::into_inner) = found;
+        self.refreshed.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Fault and latency injection (cargo feature `testing`): for tests, never for production.
+#[cfg(any(test, feature = "testing"))]
+impl MemoryLake {
     /// Makes the next `n` refreshes fail (without changing what is served).
     pub fn fail_next_refreshes(&self, n: u64) {
         self.faults.fail_refreshes.store(n, Ordering::SeqCst);
@@ -291,50 +339,6 @@ impl MemoryLake {
     pub async fn wait_for_held_refreshes(&self, n: usize) -> Result<()> {
         self.gate.parked(n).await
     }
-
-    /// What this handle has done so far.
-    pub fn counters(&self) -> LakeCounters {
-        let c = &self.counters;
-        LakeCounters {
-            refreshes: c.refreshes.load(Ordering::Relaxed),
-            refresh_failures: c.refresh_failures.load(Ordering::Relaxed),
-            lookups: c.lookups.load(Ordering::Relaxed),
-            lookup_failures: c.lookup_failures.load(Ordering::Relaxed),
-        }
-    }
-
-    fn served_snapshot(&self) -> Arc<Snapshot> {
-        // Only an `Arc` swap happens under the lock, so a poisoned lock still holds a snapshot.
-        Arc::clone(&self.served.read().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    async fn try_refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
-        self.gate.pass().await?;
-        sleep_for(&self.faults.refresh_delay_nanos).await;
-        if self.faults.take_refresh_failure() {
-            return Err(Error::Lake(format!(
-                "injected refresh failure for snapshot {}",
-                snapshot.id
-            )));
-        }
-        let found = if snapshot.id == 0 {
-            // The empty lake, before anything was committed.
-            Some(Arc::default())
-        } else {
-            self.table.lock().snapshots.get(&snapshot.id).cloned()
-        };
-        let found =
-            found.ok_or_else(|| Error::Lake(format!("unknown lake snapshot {}", snapshot.id)))?;
-        if found.meta != snapshot {
-            return Err(Error::Lake(format!(
-                "lake snapshot {} ends at {}, not {}",
-                snapshot.id, found.meta.end_offset, snapshot.end_offset
-            )));
-        }
-        *self.served.write().unwrap_or_else(PoisonError::into_inner) = found;
-        self.refreshed.store(true, Ordering::SeqCst);
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -354,7 +358,7 @@ impl LakeLookuper for MemoryLake {
             self.counters
                 .lookup_failures
                 .fetch_add(1, Ordering::Relaxed);
-            return Err(Error::Lake("injected lookup failure".into()));
+            return Err(Error::lake("injected lookup failure"));
         }
         sleep_for(&self.faults.lookup_delay_nanos).await;
         let snapshot = self.served_snapshot();
@@ -368,6 +372,7 @@ fn wal_end(wal: &[Record]) -> u64 {
     wal.last().map_or(0, |r| r.offset().saturating_add(1))
 }
 
+#[cfg(any(test, feature = "testing"))]
 fn store_duration(slot: &AtomicU64, delay: Duration) {
     let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     slot.store(nanos, Ordering::SeqCst);
@@ -441,7 +446,7 @@ mod tests {
         let s2 = lake.commit(2).unwrap();
         lake.refresh(s1).await.unwrap();
         lake.fail_next_refreshes(1);
-        assert!(matches!(lake.refresh(s2).await, Err(Error::Lake(_))));
+        assert!(matches!(lake.refresh(s2).await, Err(Error::Lake { .. })));
         assert_eq!(lake.served(), Some(s1));
         lake.refresh(s2).await.unwrap();
         lake.fail_lookups(true);

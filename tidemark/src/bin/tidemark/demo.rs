@@ -10,12 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine_api::{
-    BucketId, Engine, EngineOptions, HistoricalBucket, LakeSnapshot, MemoryLake, ReclaimScheduler,
-    Result, SchedulerConfig, WriteBatch,
+use tidemark::rng::SplitMix64;
+use tidemark::{
+    Backend, BucketId, Engine, EngineOptions, Error, HistoricalBucket, LakeSnapshot, MemoryLake,
+    ReclaimScheduler, Result, SchedulerConfig, WriteBatch,
 };
-
-use crate::backend::Backend;
 
 /// Workload of the demo. `Default` is a stream of 60,000 records over 2,000 keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,16 +112,16 @@ async fn run_bucket(backend: Backend, dir: &Path, config: &DemoConfig) -> Result
         .with_retention_distance(config.retention_distance)
         // The demo measures reclamation, not fsync latency.
         .with_sync_writes(false);
-    let engine: Arc<Box<dyn Engine>> = Arc::new(backend.open(dir, options)?);
+    let engine = backend.open(dir, options)?;
     let lake = Arc::new(MemoryLake::new());
     let scheduler = ReclaimScheduler::new(
         SchedulerConfig::default().with_min_interval(config.reclaim_interval),
     )?;
-    let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone())
+    let bucket = HistoricalBucket::new(engine.clone(), lake.clone())
         .with_scheduler(&scheduler, BucketId(0))?;
     bucket.recover(LakeSnapshot::default()).await?;
 
-    let mut rng = SplitMix(config.seed);
+    let mut rng = SplitMix64::new(config.seed);
     let mut model = Model::new();
     let mut applied = 0u64;
     let mut peak_bytes = 0u64;
@@ -137,8 +136,8 @@ async fn run_bucket(backend: Backend, dir: &Path, config: &DemoConfig) -> Result
         let mut batch = WriteBatch::new();
         let end = (offset + batch_size).min(config.records);
         for o in offset..end {
-            let key = format!("key-{:06}", rng.next() % keys).into_bytes();
-            if rng.next() % 100 < config.delete_percent {
+            let key = format!("key-{:06}", rng.next_u64() % keys).into_bytes();
+            if rng.next_u64() % 100 < config.delete_percent {
                 batch.delete(key.clone(), o);
                 model.insert(key, None);
             } else {
@@ -157,15 +156,13 @@ async fn run_bucket(backend: Backend, dir: &Path, config: &DemoConfig) -> Result
 
         if batches.is_multiple_of(config.lake_every.max(1)) {
             // The lake trails by a lag that moves, so its end never equals the applied end.
-            let lag = config.min_lag + rng.next() % (config.min_lag + 1);
+            let lag = config.min_lag + rng.next_u64() % (config.min_lag + 1);
             let snapshot = lake.commit(offset.saturating_sub(lag))?;
-            bucket
-                .on_lake_progress(snapshot.id, snapshot.end_offset)
-                .await?;
+            bucket.on_lake_progress(snapshot).await?;
             peak_bytes = peak_bytes.max(engine.stats()?.bytes_on_disk);
             // Spot-check lookups while background reclaims run.
             for _ in 0..20 {
-                let key = format!("key-{:06}", rng.next() % keys).into_bytes();
+                let key = format!("key-{:06}", rng.next_u64() % keys).into_bytes();
                 lookups_checked += 1;
                 if bucket.lookup(&key).await? != model.get(&key).cloned().flatten() {
                     mismatches += 1;
@@ -173,13 +170,15 @@ async fn run_bucket(backend: Backend, dir: &Path, config: &DemoConfig) -> Result
             }
         }
     }
-    // Let running reclaims finish, then sweep once more so every backend ends on the same
-    // threshold and the final sizes compare like with like.
+    // Let every requested reclaim finish (the scheduler's own work is what the table reports),
+    // then sweep once more so every backend ends on the same threshold and the final sizes
+    // compare like with like.
+    scheduler.settled(BucketId(0)).await;
     scheduler.shutdown().await;
-    let reclaim_engine = Arc::clone(&engine);
+    let reclaim_engine = engine.clone();
     tokio::task::spawn_blocking(move || reclaim_engine.reclaim())
         .await
-        .map_err(|e| engine_api::Error::Unsupported(format!("final reclaim task failed: {e}")))??;
+        .map_err(|e| Error::Internal(format!("the final reclaim task did not complete: {e}")))??;
     engine.flush()?;
     for (key, expected) in &model {
         lookups_checked += 1;
@@ -257,19 +256,6 @@ pub fn render(rows: &[DemoRow]) -> String {
         ));
     }
     out
-}
-
-/// A tiny deterministic generator, so every backend sees the identical stream.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 #[cfg(test)]

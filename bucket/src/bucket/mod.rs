@@ -13,12 +13,13 @@ mod stats;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::batch::WriteBatch;
-use crate::engine::Engine;
-use crate::error::{Error, Result};
 use crate::lake::LakeLookuper;
-use crate::outcome::{ApplyOutcome, LocalLookup};
 use crate::scheduler::{BucketId, ReclaimScheduler};
+use engine_api::batch::WriteBatch;
+use engine_api::engine::Engine;
+use engine_api::error::{Error, Result};
+use engine_api::handle::EngineHandle;
+use engine_api::outcome::{ApplyOutcome, LocalLookup};
 
 pub use progress::Progress;
 pub use stats::BucketStats;
@@ -43,14 +44,13 @@ struct Reclaim {
 /// ```
 /// use std::sync::Arc;
 ///
-/// use engine_api::bucket::HistoricalBucket;
-/// use engine_api::lake::MemoryLake;
-/// use engine_api::{Engine, EngineOptions, MemoryEngine, WriteBatch};
+/// use engine_api::{Engine, EngineHandle, EngineOptions, MemoryEngine, WriteBatch};
+/// use tidemark_bucket::{HistoricalBucket, MemoryLake};
 ///
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
-/// let engine = Arc::new(MemoryEngine::new(EngineOptions::default()));
+/// let engine = EngineHandle::new(MemoryEngine::new(EngineOptions::default()));
 /// let lake = Arc::new(MemoryLake::new());
-/// let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
+/// let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
 /// assert_eq!(bucket.recover(lake.latest().unwrap_or_default()).await?, 0);
 ///
 /// // The host writes its WAL (which the tiering service copies to the lake) and applies it.
@@ -61,7 +61,7 @@ struct Reclaim {
 ///
 /// // The lake confirms offsets below 3; the bucket publishes W = 3, then covered entries go.
 /// let snapshot = lake.commit(3)?;
-/// bucket.on_lake_progress(snapshot.id, snapshot.end_offset).await?;
+/// bucket.on_lake_progress(snapshot).await?;
 /// assert_eq!(engine.watermark(), 3);
 /// engine.reclaim()?;
 ///
@@ -73,8 +73,8 @@ struct Reclaim {
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct HistoricalBucket<E: Engine + 'static> {
-    engine: Arc<E>,
+pub struct HistoricalBucket {
+    engine: EngineHandle,
     lake: Arc<dyn LakeLookuper>,
     reclaim: Option<Reclaim>,
     /// Serialises lake progress and recovery of this bucket.
@@ -91,7 +91,7 @@ pub struct HistoricalBucket<E: Engine + 'static> {
     counters: Counters,
 }
 
-impl<E: Engine + 'static> std::fmt::Debug for HistoricalBucket<E> {
+impl std::fmt::Debug for HistoricalBucket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HistoricalBucket")
             .field("backend", &self.engine.backend_name())
@@ -101,7 +101,7 @@ impl<E: Engine + 'static> std::fmt::Debug for HistoricalBucket<E> {
     }
 }
 
-impl<E: Engine + 'static> HistoricalBucket<E> {
+impl HistoricalBucket {
     /// A bucket without a scheduler (reclaim by hand or not at all). Call
     /// [`recover`](Self::recover) before serving lookups.
     ///
@@ -109,7 +109,8 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
     /// replica; if the process stopped before recovery purged its older local entries, they may
     /// still be there. Until [`recover`](Self::recover) removes them, lookups do not trust local
     /// entries below that watermark.
-    pub fn new(engine: Arc<E>, lake: Arc<dyn LakeLookuper>) -> Self {
+    pub fn new(engine: impl Into<EngineHandle>, lake: Arc<dyn LakeLookuper>) -> Self {
+        let engine = engine.into();
         let watermark = engine.watermark();
         let stale_below = if watermark > engine.applied_end() {
             watermark
@@ -130,8 +131,7 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
     /// Registers the engine with `scheduler` under `id`; watermark advances then request
     /// reclaims of it.
     pub fn with_scheduler(mut self, scheduler: &ReclaimScheduler, id: BucketId) -> Result<Self> {
-        let engine: Arc<dyn Engine> = self.engine.clone();
-        scheduler.register(id, engine)?;
+        scheduler.register(id, self.engine.clone())?;
         self.reclaim = Some(Reclaim {
             scheduler: scheduler.clone(),
             id,
@@ -140,7 +140,7 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
     }
 
     /// The engine (for synchronous access; see the module docs).
-    pub fn engine(&self) -> &Arc<E> {
+    pub fn engine(&self) -> &EngineHandle {
         &self.engine
     }
 
@@ -201,7 +201,7 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
         let lake_end = self.lake_end.load(Ordering::SeqCst);
         if lake_end < watermark {
             bump(&self.counters.lake_behind);
-            return Err(Error::Lake(format!(
+            return Err(Error::lake(format!(
                 "the lake lookuper serves a snapshot ending at {lake_end}, behind the watermark \
                  {watermark}; a lake-progress notification must bring it up to date"
             )));
@@ -234,16 +234,21 @@ impl<E: Engine + 'static> HistoricalBucket<E> {
     async fn blocking<T, F>(&self, call: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&E) -> Result<T> + Send + 'static,
+        F: FnOnce(&EngineHandle) -> Result<T> + Send + 'static,
     {
-        let engine = Arc::clone(&self.engine);
+        let engine = self.engine.clone();
         tokio::task::spawn_blocking(move || call(&engine))
             .await
-            .map_err(|e| Error::backend(self.engine.backend_name(), e))?
+            .map_err(|e| {
+                Error::Internal(format!(
+                    "a blocking {} engine call did not complete: {e}",
+                    self.engine.backend_name()
+                ))
+            })?
     }
 }
 
-impl<E: Engine + 'static> Drop for HistoricalBucket<E> {
+impl Drop for HistoricalBucket {
     /// Deregisters from the scheduler synchronously (no runtime needed), so the id is free at
     /// once and the worker lets go of the engine when it stops; otherwise a dropped bucket
     /// would keep its engine (and, for sled, its directory) registered until shutdown.

@@ -1,12 +1,13 @@
-//! The lake side of a bucket: the [`LakeLookuper`] trait a [`crate::bucket::HistoricalBucket`]
+//! The lake side of a bucket: the [`LakeLookuper`] trait a [`HistoricalBucket`](crate::HistoricalBucket)
 //! falls back to on a local miss, and [`MemoryLake`], its in-memory reference implementation.
 
+#[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
 mod gate;
 mod memory;
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use engine_api::error::Result;
 
 pub use memory::MemoryLake;
 

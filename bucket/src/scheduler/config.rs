@@ -11,8 +11,10 @@ pub struct SchedulerConfig {
     pub min_interval: Duration,
     /// At most this many reclaims run at once across all buckets (at least 1). Default 2.
     pub max_concurrent: usize,
-    /// A bucket whose `stats().covered_estimate` is below this is skipped until more covered
-    /// entries accumulate; 0 never skips (and never asks for stats). Default 1.
+    /// A request for a bucket whose `stats().covered_estimate` is below this is served by
+    /// skipping the reclaim (counted as `skipped`); the bucket is looked at again on its next
+    /// request, which the next watermark move makes. 0 never skips (and never asks for stats).
+    /// Default 1.
     pub min_reclaimable: u64,
     /// Backoff before the first retry of a failed reclaim; doubled for each further retry.
     /// Default 100 ms.
