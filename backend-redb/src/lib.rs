@@ -11,6 +11,7 @@
 
 mod engine;
 mod error;
+mod storage;
 mod sweep;
 mod tables;
 

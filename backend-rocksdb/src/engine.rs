@@ -14,8 +14,8 @@ use engine_api::batch::validate_key;
 use engine_api::codec::{self, FORMAT_VERSION};
 use engine_api::watermark::{ProgressCell, reclaim_threshold};
 use engine_api::{
-    ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
-    ReclaimReport, Result, WatermarkUpdate, WriteBatch, layout,
+    ApplyOutcome, Engine, EngineCounters, EngineOptions, EngineStats, Error, LocalLookup,
+    OpenEngine, ReclaimReport, Result, WatermarkUpdate, WriteBatch, layout,
 };
 use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, WriteOptions, properties};
 
@@ -68,7 +68,7 @@ pub struct RocksDbEngine {
     /// is in force.
     reclaimer: Mutex<()>,
     covered: Mutex<CoveredTracker>,
-    counters: Counters,
+    counters: EngineCounters,
     filter_counters: Arc<FilterCounters>,
 }
 
@@ -124,7 +124,7 @@ impl RocksDbEngine {
             writer: Mutex::new(()),
             reclaimer: Mutex::new(()),
             covered: Mutex::new(CoveredTracker::default()),
-            counters: Counters::default(),
+            counters: EngineCounters::default(),
             filter_counters,
         };
         engine.restore_meta()?;

@@ -10,8 +10,8 @@ use engine_api::batch::validate_key;
 use engine_api::sweeper::{self, SweepTotals, index_key, index_upper_bound};
 use engine_api::watermark::{ProgressCell, reclaim_threshold};
 use engine_api::{
-    ApplyOutcome, Counters, Engine, EngineOptions, EngineStats, Error, LocalLookup, OpenEngine,
-    ReclaimReport, Result, WatermarkUpdate, WriteBatch, codec, layout,
+    ApplyOutcome, Engine, EngineCounters, EngineOptions, EngineStats, Error, LocalLookup,
+    OpenEngine, ReclaimReport, Result, WatermarkUpdate, WriteBatch, codec, layout,
 };
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
@@ -68,7 +68,7 @@ pub struct SledEngine {
     /// Makes the next flush fail, to test the failed state without a failing disk.
     #[cfg(test)]
     fail_next_flush: AtomicBool,
-    counters: Counters,
+    counters: EngineCounters,
     /// Declared last so it drops after every sled handle above (fields drop in order).
     _open_store: OpenStore,
 }
@@ -306,7 +306,7 @@ impl OpenEngine for SledEngine {
             failed: AtomicBool::new(false),
             #[cfg(test)]
             fail_next_flush: AtomicBool::new(false),
-            counters: Counters::default(),
+            counters: EngineCounters::default(),
             _open_store: open_store,
         })
     }

@@ -11,7 +11,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use crate::stats::{Counters, EngineStats};
+use crate::stats::{EngineCounters, EngineStats};
 use crate::sync;
 use crate::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
 
@@ -40,7 +40,7 @@ struct State {
 pub struct MemoryEngine {
     state: RwLock<State>,
     options: EngineOptions,
-    counters: Counters,
+    counters: EngineCounters,
 }
 
 impl MemoryEngine {
@@ -49,7 +49,7 @@ impl MemoryEngine {
         MemoryEngine {
             state: RwLock::default(),
             options,
-            counters: Counters::default(),
+            counters: EngineCounters::default(),
         }
     }
 

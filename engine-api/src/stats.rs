@@ -41,7 +41,7 @@ impl CounterSnapshot {
 
 /// Atomic counters shared by an engine's writer, reader and reclaimer.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub struct EngineCounters {
     applied: AtomicU64,
     covered: AtomicU64,
     already_applied: AtomicU64,
@@ -51,7 +51,7 @@ pub struct Counters {
     corrupt_kept: AtomicU64,
 }
 
-impl Counters {
+impl EngineCounters {
     /// Adds an apply outcome.
     pub fn record_apply(&self, outcome: &crate::ApplyOutcome) {
         self.applied.fetch_add(outcome.applied, Ordering::Relaxed);

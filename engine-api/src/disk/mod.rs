@@ -1,0 +1,303 @@
+//! The one skeleton every disk backend shares: [`DiskEngine`] implements the whole [`Engine`]
+//! contract over a backend's [`Storage`] primitives.
+//!
+//! What lives here once: the writer lock (apply and watermark changes see one `W` and applied
+//! end from plan to publish), the reclaimer lock (one reclaim at a time, so reports are not split
+//! between two sweeps of the same rows), the [`ProgressCell`] that publishes `W` only once it is
+//! durable, restoring and checking the metadata at open, the counters, and report and statistics
+//! assembly. A backend supplies only how to store (see [`Storage`]).
+
+pub mod meta;
+mod storage;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::batch::{WriteBatch, validate_key};
+use crate::codec;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::layout;
+use crate::options::EngineOptions;
+use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+use crate::stats::{EngineCounters, EngineStats};
+use crate::sweeper::SweepTotals;
+use crate::sync;
+use crate::watermark::{ProgressCell, reclaim_threshold};
+
+pub use meta::MetaKey;
+pub use storage::{LiveEntries, ReclaimRequest, ReclaimWork, Storage};
+
+/// What a backend's storage constructor gets from [`DiskEngine::open`].
+#[derive(Debug)]
+pub struct StorageInit<'a> {
+    /// The bucket directory (already claimed with the backend's marker).
+    pub dir: &'a Path,
+    /// The options the engine is opened with.
+    pub options: &'a EngineOptions,
+    /// The engine's published watermark, for readers outside the engine (a compaction filter's
+    /// supplier). It holds the restored `W` once the engine is open; it only ever holds durable
+    /// values.
+    pub watermark: Arc<AtomicU64>,
+}
+
+/// The [`Engine`] contract over a backend's [`Storage`].
+///
+/// Backends wrap it in their own engine type (which adds backend diagnostics) and forward the
+/// trait with [`forward_engine!`](crate::forward_engine).
+pub struct DiskEngine<S: Storage> {
+    storage: S,
+    dir: PathBuf,
+    options: EngineOptions,
+    progress: ProgressCell,
+    /// Serialises `apply`, `advance_watermark`, `adopt_lake_watermark` and raw writes: a plan
+    /// reads `W` and the applied end, which must not change before it is committed.
+    writer: Mutex<()>,
+    /// Serialises reclaims (never held by writers).
+    reclaimer: Mutex<()>,
+    last_sweep: Mutex<Option<SweepTotals>>,
+    counters: EngineCounters,
+}
+
+impl<S: Storage> fmt::Debug for DiskEngine<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiskEngine")
+            .field("backend", &S::BACKEND)
+            .field("dir", &self.dir)
+            .field("watermark", &self.progress.watermark())
+            .field("applied_end", &self.progress.applied_end())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Storage> DiskEngine<S> {
+    /// Opens the bucket at `dir`: claims the directory for `S::BACKEND` (creating it when
+    /// missing; another backend's directory, a foreign one or a newer format is refused before
+    /// anything is written), opens the storage with `open`, then checks the format version (or
+    /// writes it, durably, for a new store) and restores `W` and the applied end.
+    pub fn open(
+        dir: &Path,
+        options: EngineOptions,
+        open: impl FnOnce(StorageInit<'_>) -> Result<S>,
+    ) -> Result<Self> {
+        layout::claim_directory(dir, S::BACKEND)?;
+        let progress = ProgressCell::default();
+        let storage = open(StorageInit {
+            dir,
+            options: &options,
+            watermark: progress.watermark_handle(),
+        })?;
+        let read = |key: MetaKey| -> Result<Option<u64>> {
+            storage
+                .read_meta(key)?
+                .map(|bytes| meta::decode_u64(key, &bytes))
+                .transpose()
+        };
+        let restored = meta::restore(
+            dir,
+            read(MetaKey::FormatVersion)?,
+            read(MetaKey::Watermark)?,
+            read(MetaKey::AppliedEnd)?,
+            storage.holds_data()?,
+        )?;
+        if restored.fresh {
+            storage.persist_meta(MetaKey::FormatVersion, u64::from(codec::FORMAT_VERSION))?;
+        }
+        // Nothing reads the cell before `open` returns but the storage's own readers, which
+        // must see the restored (durable) watermark from here on.
+        progress.restore(restored.watermark, restored.applied_end);
+        Ok(DiskEngine {
+            storage,
+            dir: dir.to_path_buf(),
+            options,
+            progress,
+            writer: Mutex::new(()),
+            reclaimer: Mutex::new(()),
+            last_sweep: Mutex::new(None),
+            counters: EngineCounters::default(),
+        })
+    }
+
+    /// The backend's storage (for backend diagnostics).
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// The bucket directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The options the engine was opened with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// Row-level detail of the most recent reclaim of a sweeper storage (`None` before the first
+    /// one, and always on storages that do not sweep): index rows visited, stale rows dropped,
+    /// chunks committed.
+    pub fn last_sweep(&self) -> Option<SweepTotals> {
+        self.last_sweep.lock().ok().and_then(|g| *g)
+    }
+
+    /// Runs `f` on the storage under the reclaimer lock, so it never interleaves with a reclaim
+    /// (a backend's manual compaction, for example).
+    pub fn with_reclaimer<T>(&self, f: impl FnOnce(&S) -> Result<T>) -> Result<T> {
+        let _reclaimer = self.lock_reclaimer()?;
+        f(&self.storage)
+    }
+
+    /// Stores `stored` verbatim under `key`, bypassing the codec (see [`Storage::insert_raw`]).
+    /// Corruption tests only (cargo feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        validate_key(key)?;
+        let _writer = self.lock_writer()?;
+        self.storage.check_usable()?;
+        self.storage.insert_raw(key, stored)
+    }
+
+    fn lock_writer(&self) -> Result<MutexGuard<'_, ()>> {
+        sync::lock(&self.writer, "engine writer")
+    }
+
+    fn lock_reclaimer(&self) -> Result<MutexGuard<'_, ()>> {
+        sync::lock(&self.reclaimer, "engine reclaimer")
+    }
+
+    fn threshold(&self) -> u64 {
+        reclaim_threshold(self.progress.watermark(), self.options.retention_distance)
+    }
+
+    /// The reclaim shared by `reclaim` and `reclaim_below`: the threshold is fixed when the call
+    /// starts (entries covered later wait for the next reclaim).
+    fn reclaim_at(
+        &self,
+        purge: bool,
+        threshold_of: impl FnOnce(u64) -> u64,
+    ) -> Result<ReclaimReport> {
+        self.storage.check_usable()?;
+        let _reclaimer = self.lock_reclaimer()?;
+        let started = Instant::now();
+        let threshold = threshold_of(self.progress.watermark());
+        let work = self.storage.reclaim(ReclaimRequest { threshold, purge })?;
+        let report = ReclaimReport {
+            threshold,
+            values_removed: work.values_removed,
+            tombstones_removed: work.tombstones_removed,
+            corrupt_kept: work.corrupt_kept,
+            bytes_before: work.bytes_before,
+            bytes_after: work.bytes_after,
+            duration: started.elapsed(),
+        };
+        self.counters.record_reclaim(&report);
+        if work.sweep.is_some() {
+            *sync::lock(&self.last_sweep, "last sweep")? = work.sweep;
+        }
+        tracing::debug!(
+            backend = S::BACKEND,
+            dir = %self.dir.display(),
+            threshold,
+            purge,
+            removed = report.removed(),
+            corrupt_kept = report.corrupt_kept,
+            rows_visited = work.sweep.map(|s| s.rows_visited),
+            stale_dropped = work.sweep.map(|s| s.stale_dropped),
+            took_ms = report.duration.as_millis(),
+            "reclaim finished"
+        );
+        Ok(report)
+    }
+}
+
+impl<S: Storage> Engine for DiskEngine<S> {
+    fn backend_name(&self) -> &'static str {
+        S::BACKEND
+    }
+
+    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
+        let _writer = self.lock_writer()?;
+        // Before planning: once a storage cannot promise durability, "already applied" cannot be
+        // trusted to mean "durable".
+        self.storage.check_usable()?;
+        let applied_end = self.progress.applied_end();
+        let plan = self.progress.plan_apply(batch)?;
+        if plan.advances(applied_end) {
+            let sync = self.options.sync_writes;
+            self.storage
+                .commit(&plan.writes, plan.outcome.applied_end, sync)?;
+            // Committed and visible: publish before `after_commit`, so memory matches storage
+            // even when making it durable fails (which then fails the storage).
+            self.progress.publish_applied_end(plan.outcome.applied_end);
+            self.counters.record_apply(&plan.outcome);
+            self.storage.after_commit(sync)?;
+        } else {
+            // Every record was covered or already applied: nothing to write.
+            self.counters.record_apply(&plan.outcome);
+        }
+        Ok(plan.outcome)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
+        validate_key(key)?;
+        self.storage.get(key, |stored| match stored {
+            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, bytes)?)),
+            None => Ok(LocalLookup::Miss),
+        })
+    }
+
+    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
+        let _writer = self.lock_writer()?;
+        self.storage.check_usable()?;
+        // Durable before the cell publishes it (and before any filter or sweep can act on it).
+        self.progress
+            .advance(w, |v| self.storage.persist_meta(MetaKey::Watermark, v))
+    }
+
+    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
+        let _writer = self.lock_writer()?;
+        self.storage.check_usable()?;
+        self.progress.adopt(lake_end, |v| {
+            self.storage.persist_meta(MetaKey::Watermark, v)
+        })
+    }
+
+    fn watermark(&self) -> u64 {
+        self.progress.watermark()
+    }
+
+    fn applied_end(&self) -> u64 {
+        self.progress.applied_end()
+    }
+
+    fn reclaim(&self) -> Result<ReclaimReport> {
+        let distance = self.options.retention_distance;
+        self.reclaim_at(false, |w| reclaim_threshold(w, distance))
+    }
+
+    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
+        self.reclaim_at(true, |w| threshold.min(w))
+    }
+
+    fn stats(&self) -> Result<EngineStats> {
+        let watermark = self.progress.watermark();
+        let live = self.storage.live_entries()?;
+        Ok(EngineStats {
+            watermark,
+            applied_end: self.progress.applied_end(),
+            bytes_on_disk: self.storage.bytes_on_disk()?,
+            live_entries: live.count,
+            live_entries_exact: live.exact,
+            covered_estimate: self.storage.covered_estimate(self.threshold())?,
+            counters: self.counters.snapshot(),
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.storage.check_usable()?;
+        self.storage.flush()
+    }
+}

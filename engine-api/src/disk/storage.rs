@@ -1,0 +1,111 @@
+//! [`Storage`]: the primitives a disk backend supplies to [`DiskEngine`](super::DiskEngine).
+
+use crate::batch::Record;
+use crate::error::Result;
+use crate::sweeper::SweepTotals;
+
+use super::meta::MetaKey;
+
+/// Which reclaim the engine asks its storage for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimRequest {
+    /// Remove every entry with `offset < threshold`, and nothing else.
+    pub threshold: u64,
+    /// `true` for [`Engine::reclaim_below`](crate::Engine::reclaim_below): the threshold ignores
+    /// the retention distance. A storage whose reclamation reads its threshold from elsewhere (a
+    /// compaction filter reading `W − D`) must put `threshold` in force for this call.
+    pub purge: bool,
+}
+
+/// What one reclaim did in storage; the engine adds the threshold and the duration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReclaimWork {
+    /// Values removed.
+    pub values_removed: u64,
+    /// Tombstones removed.
+    pub tombstones_removed: u64,
+    /// Unreadable entries met and kept.
+    pub corrupt_kept: u64,
+    /// Bytes on disk before (as the storage measures what a reclaim changes).
+    pub bytes_before: u64,
+    /// Bytes on disk after.
+    pub bytes_after: u64,
+    /// Row-level detail when the storage reclaims with the shared sweeper.
+    pub sweep: Option<SweepTotals>,
+}
+
+/// The live-entry count of a store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveEntries {
+    /// Values plus tombstones stored.
+    pub count: u64,
+    /// Whether `count` is exact (an LSM store only estimates it).
+    pub exact: bool,
+}
+
+/// A disk backend's storage primitives. [`DiskEngine`](super::DiskEngine) holds the locks, the
+/// watermark and applied end, the counters and the contract's arithmetic; a storage only stores.
+///
+/// Calls that change data are made under the engine's writer lock (`commit`, `persist_meta`,
+/// `after_commit`, `insert_raw`) or its reclaimer lock (`reclaim`); `get` and the statistics run
+/// concurrently with both.
+pub trait Storage: Send + Sync + 'static {
+    /// The backend's name: in the directory marker, errors and `Engine::backend_name`.
+    const BACKEND: &'static str;
+
+    /// The stored bytes of a metadata value, `None` when absent.
+    fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>>;
+
+    /// Writes a metadata value and makes it (and every earlier commit) durable before returning.
+    fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()>;
+
+    /// Whether any data row is stored (at open: a store with data but no format version is
+    /// damaged).
+    fn holds_data(&self) -> Result<bool>;
+
+    /// Writes `writes` (their encoded values, and whatever index rows the storage keeps) and the
+    /// new `applied_end` in **one atomic write**: after a crash either all of it is there or none.
+    /// With `sync` the write is durable when this returns, unless the storage makes it durable in
+    /// [`Self::after_commit`].
+    fn commit(&self, writes: &[&Record], applied_end: u64, sync: bool) -> Result<()>;
+
+    /// Called after a commit that succeeded, once the engine has published its applied end. A
+    /// storage whose commit becomes visible before it is durable (sled) makes it durable here
+    /// when `sync` is set. The default does nothing.
+    fn after_commit(&self, sync: bool) -> Result<()> {
+        let _ = sync;
+        Ok(())
+    }
+
+    /// Calls `read` with the stored bytes of `key` (`None` when absent), without copying them.
+    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T>;
+
+    /// Physically removes every entry below `request.threshold` (values and tombstones, never an
+    /// unreadable entry, never one at or above the threshold).
+    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork>;
+
+    /// Bytes the store occupies on disk.
+    fn bytes_on_disk(&self) -> Result<u64>;
+
+    /// Entries stored.
+    fn live_entries(&self) -> Result<LiveEntries>;
+
+    /// An estimate (an upper bound where the storage can only bound it) of entries below
+    /// `threshold` not yet reclaimed.
+    fn covered_estimate(&self, threshold: u64) -> Result<u64>;
+
+    /// Makes every write returned so far durable.
+    fn flush(&self) -> Result<()>;
+
+    /// Refuses with an error when the storage can no longer promise durability (sled after a
+    /// failed post-commit flush). Checked before every write, watermark change, reclaim and flush.
+    fn check_usable(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Stores `stored` verbatim under `key`, bypassing the codec, reachable by reclamation (an
+    /// offset-indexed storage indexes it at its tag, or at 0 when unreadable). Corruption tests
+    /// only.
+    #[cfg(any(test, feature = "testing"))]
+    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()>;
+}
