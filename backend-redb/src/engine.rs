@@ -86,6 +86,15 @@ impl RedbEngine {
     }
 }
 
+#[cfg(feature = "testing")]
+impl RedbEngine {
+    /// Writes `row` verbatim into the `by_offset` index, bypassing the engine. **For tests of
+    /// unreadable index rows only** (cargo feature `testing`).
+    pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
+        self.inner.storage().insert_index_row(row)
+    }
+}
+
 impl OpenEngine for RedbEngine {
     fn open(path: &Path, options: EngineOptions) -> Result<Self> {
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {

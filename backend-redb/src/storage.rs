@@ -54,6 +54,13 @@ impl RedbStorage {
         txn.commit().redb()
     }
 
+    #[cfg(feature = "testing")]
+    pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
+        let txn = self.db.begin_write().redb()?;
+        txn.open_table(BY_OFFSET).redb()?.insert(row, ()).redb()?;
+        txn.commit().redb()
+    }
+
     pub(crate) fn disk_stats(&self) -> Result<RedbDiskStats> {
         let txn = self.db.begin_write().redb()?;
         let stats = txn.stats().redb()?;

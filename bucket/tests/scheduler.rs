@@ -14,8 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use engine_api::{
-    ApplyOutcome, Engine, EngineOptions, EngineStats, Error, LocalLookup, MemoryEngine,
-    ReclaimReport, Result, WatermarkUpdate, WriteBatch,
+    Engine, EngineOptions, Error, MemoryEngine, ReclaimReport, Result, WriteBatch, forward_engine,
 };
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
@@ -131,26 +130,10 @@ impl FakeEngine {
 }
 
 impl Engine for FakeEngine {
+    forward_engine!(inner; apply lookup advance_watermark adopt_lake_watermark watermark
+        applied_end reclaim_below stats flush);
     fn backend_name(&self) -> &'static str {
         "fake"
-    }
-    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
-        self.inner.apply(batch)
-    }
-    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
-        self.inner.lookup(key)
-    }
-    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
-        self.inner.advance_watermark(w)
-    }
-    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        self.inner.adopt_lake_watermark(lake_end)
-    }
-    fn watermark(&self) -> u64 {
-        self.inner.watermark()
-    }
-    fn applied_end(&self) -> u64 {
-        self.inner.applied_end()
     }
     fn reclaim(&self) -> Result<ReclaimReport> {
         self.starts.lock().unwrap().push(Instant::now());
@@ -169,15 +152,6 @@ impl Engine for FakeEngine {
         };
         self.probe.in_flight.fetch_sub(1, Ordering::SeqCst);
         result
-    }
-    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
-        self.inner.reclaim_below(threshold)
-    }
-    fn stats(&self) -> Result<EngineStats> {
-        self.inner.stats()
-    }
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
     }
 }
 
@@ -516,4 +490,38 @@ async fn forget_frees_the_id_at_once_and_the_worker_lets_go_after_its_reclaim() 
         (1, 1),
         "the running reclaim finished; the waiting one was dropped"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn settled_waits_for_the_running_and_the_waiting_reclaim() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let probe = Probe::new();
+    let engine = FakeEngine::filled(&probe, 10, 5);
+    let sched = scheduler(config().with_min_interval(Duration::ZERO));
+    sched.register(A, engine.clone()).unwrap();
+    // Nothing requested yet: settled at once.
+    sched.settled(A).await;
+
+    probe.gate.hold();
+    sched.request(A).unwrap();
+    probe.entered(1).await;
+    sched.request(A).unwrap(); // waits behind the running one
+    let mut settled = std::pin::pin!(sched.settled(A));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        settled.as_mut().poll(&mut cx).is_pending(),
+        "settled while a reclaim runs and another waits"
+    );
+    probe.gate.open();
+    settled.await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.requests, s.runs), (2, 2), "{s:?}");
+    assert!(matches!(
+        std::pin::pin!(sched.settled(A)).as_mut().poll(&mut cx),
+        Poll::Ready(())
+    ));
+    // An unknown bucket has nothing to wait for.
+    sched.settled(BucketId(99)).await;
 }

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use engine_api::sweeper::SweepTotals;
 use engine_api::{Engine, EngineOptions, Result};
 
 /// What a backend can do beyond the core contract; cases that need a capability the backend
@@ -18,6 +19,10 @@ pub struct Capabilities {
     /// filter). DESIGN allows this — covered entries are the lake's — so lookups of covered keys
     /// may miss early and a reclaim may find less left to remove than the model.
     pub background_reclaim: bool,
+    /// Reclaim sweeps an offset-ordered index with the shared sweeper (sled, redb):
+    /// [`EngineFactory::last_sweep`] reports its row-level work and
+    /// [`EngineFactory::inject_index_row`] can plant an index row.
+    pub offset_index: bool,
 }
 
 /// Creates engines of one backend for the suite.
@@ -52,5 +57,22 @@ pub trait EngineFactory: Send + Sync + 'static {
     fn settle(&self, engine: &Self::Engine) -> Result<()> {
         let _ = engine;
         Ok(())
+    }
+
+    /// Row-level detail of the engine's most recent reclaim (index rows visited, stale rows
+    /// dropped, chunks). Only called when [`Capabilities::offset_index`] is true.
+    fn last_sweep(&self, engine: &Self::Engine) -> Option<SweepTotals> {
+        let _ = engine;
+        None
+    }
+
+    /// Writes `row` verbatim into the offset index, for cases about index rows the sweeper
+    /// cannot read. Only called when [`Capabilities::offset_index`] is true.
+    fn inject_index_row(&self, engine: &Self::Engine, row: &[u8]) -> Result<()> {
+        let _ = (engine, row);
+        Err(engine_api::Error::Unsupported(format!(
+            "{} has no offset index",
+            Self::NAME
+        )))
     }
 }

@@ -54,6 +54,9 @@ macro_rules! for_each_case {
             // corruption
             corrupt_value_lookup_names_key [RawInjection] "lookup of an undecodable value is Error::Corrupt naming the key",
             reclaim_keeps_and_counts_corrupt [RawInjection] "reclaim keeps and counts undecodable values",
+            // the offset-index sweeper
+            sweep_visits_only_covered_index_rows [OffsetIndex] "a sweep visits exactly the covered index rows (not the table), in bounded chunks, and drops stale rows of overwritten keys",
+            unreadable_index_rows_are_kept_and_counted [OffsetIndex] "an index row too short to name an entry is kept and counted by every sweep, never deleted",
             // input limits
             invalid_input_rejected_nothing_written [] "empty key, key > 64 KiB, value > 64 MiB, offsets backwards, offset u64::MAX: InvalidInput, nothing written",
             lookup_rejects_invalid_keys [] "lookup with an empty or oversized key is InvalidInput",

@@ -13,6 +13,8 @@ pub enum Need {
     ExactLiveEntries,
     /// Arbitrary bytes can be stored ([`Capabilities::raw_injection`]).
     RawInjection,
+    /// Reclaim sweeps an offset index ([`Capabilities::offset_index`]).
+    OffsetIndex,
 }
 
 impl Need {
@@ -22,6 +24,7 @@ impl Need {
             Need::Reopen => caps.reopen,
             Need::ExactLiveEntries => caps.exact_live_entries,
             Need::RawInjection => caps.raw_injection,
+            Need::OffsetIndex => caps.offset_index,
         }
     }
 
@@ -31,6 +34,7 @@ impl Need {
             Need::Reopen => "backend cannot reopen",
             Need::ExactLiveEntries => "backend does not count live entries exactly",
             Need::RawInjection => "backend cannot store raw (corrupt) bytes",
+            Need::OffsetIndex => "backend does not reclaim by sweeping an offset index",
         }
     }
 }

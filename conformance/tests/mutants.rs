@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use conformance::{Capabilities, EngineFactory};
 use engine_api::{
     ApplyOutcome, CounterSnapshot, Engine, EngineOptions, EngineStats, LocalLookup, MemoryEngine,
-    ReclaimReport, Record, Result, WatermarkUpdate, WriteBatch, layout,
+    ReclaimReport, Record, Result, WatermarkUpdate, WriteBatch, forward_engine, layout,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -50,6 +50,7 @@ impl EngineFactory for ReopenableMemoryFactory {
             exact_live_entries: true,
             raw_injection: true,
             background_reclaim: false,
+            offset_index: false,
         }
     }
 
@@ -70,40 +71,12 @@ impl EngineFactory for ReopenableMemoryFactory {
 }
 
 impl Engine for Reopened {
-    fn backend_name(&self) -> &'static str {
-        self.inner.backend_name()
-    }
-    fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
-        self.inner.apply(batch)
-    }
-    fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
-        self.inner.lookup(key)
-    }
-    fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
-        self.inner.advance_watermark(w)
-    }
-    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        self.inner.adopt_lake_watermark(lake_end)
-    }
-    fn watermark(&self) -> u64 {
-        self.inner.watermark()
-    }
-    fn applied_end(&self) -> u64 {
-        self.inner.applied_end()
-    }
-    fn reclaim(&self) -> Result<ReclaimReport> {
-        self.inner.reclaim()
-    }
-    fn reclaim_below(&self, threshold: u64) -> Result<ReclaimReport> {
-        self.inner.reclaim_below(threshold)
-    }
+    forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
+        watermark applied_end reclaim reclaim_below flush);
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
         stats.counters = stats.counters.since(&self.base);
         Ok(stats)
-    }
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
     }
 }
 
@@ -232,19 +205,13 @@ impl Engine for Mutant {
         self.inner.advance_watermark(w)
     }
 
-    fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        self.inner.adopt_lake_watermark(lake_end)
-    }
+    forward_engine!(inner; adopt_lake_watermark applied_end flush);
 
     fn watermark(&self) -> u64 {
         self.lowered
             .lock()
             .unwrap()
             .unwrap_or_else(|| self.inner.watermark())
-    }
-
-    fn applied_end(&self) -> u64 {
-        self.inner.applied_end()
     }
 
     fn reclaim(&self) -> Result<ReclaimReport> {
@@ -260,10 +227,6 @@ impl Engine for Mutant {
         stats.watermark = self.watermark();
         stats.live_entries -= self.dropped.lock().unwrap().len() as u64;
         Ok(stats)
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
     }
 }
 
@@ -283,6 +246,7 @@ impl EngineFactory for MutantFactory {
             exact_live_entries: true,
             raw_injection: true,
             background_reclaim: false,
+            offset_index: false,
         }
     }
 

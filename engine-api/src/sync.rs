@@ -5,6 +5,11 @@
 //! but not published, a sweep report half-assembled). Guessing is worse than refusing, so every
 //! call that returns a `Result` acquires its locks through these helpers. Paths that cannot return
 //! an error (a `Drop`, a plain getter) may read through poisoning, but never write through it.
+//!
+//! One exception, the same everywhere: a lock whose every critical section is a single operation
+//! on a standard collection (a registry map insert or remove) can never be left half-updated, so
+//! it is recovered rather than refused (the reclaim scheduler's registry, sled's open-store
+//! registry, the memory lake's table).
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 

@@ -24,7 +24,7 @@ use engine_api::outcome::{ApplyOutcome, LocalLookup};
 pub use progress::Progress;
 pub use stats::BucketStats;
 
-use stats::{Counters, bump};
+use stats::{BucketCounters, bump};
 
 /// The scheduler a bucket asks for reclaims, and its id there.
 #[derive(Debug, Clone)]
@@ -88,7 +88,7 @@ pub struct HistoricalBucket {
     /// physically removes those entries, so this only covers the window until it has (and a
     /// bucket opened over an engine whose purge was interrupted, see [`new`](Self::new)).
     stale_below: AtomicU64,
-    counters: Counters,
+    counters: BucketCounters,
 }
 
 impl std::fmt::Debug for HistoricalBucket {
@@ -124,7 +124,7 @@ impl HistoricalBucket {
             progress: tokio::sync::Mutex::new(()),
             lake_end: AtomicU64::new(0),
             stale_below: AtomicU64::new(stale_below),
-            counters: Counters::default(),
+            counters: BucketCounters::default(),
         }
     }
 

@@ -32,7 +32,7 @@ pub struct BucketStats {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
+pub(crate) struct BucketCounters {
     pub(crate) notifications: AtomicU64,
     pub(crate) ignored_notifications: AtomicU64,
     pub(crate) refreshes: AtomicU64,
@@ -52,7 +52,7 @@ pub(crate) fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-impl Counters {
+impl BucketCounters {
     pub(crate) fn snapshot(&self) -> BucketStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         BucketStats {

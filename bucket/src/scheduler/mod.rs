@@ -29,7 +29,7 @@ pub use slot::Requested;
 pub use stats::{BucketId, ReclaimStats, SchedulerStats};
 
 use slot::Slot;
-use stats::{Counters, Tally};
+use stats::{ReclaimCounters, Tally};
 use worker::{AliveGuard, Worker};
 
 /// A registered bucket's worker and the switch that stops it.
@@ -47,7 +47,7 @@ struct Inner {
     closed: AtomicBool,
     /// Number of worker tasks still running, so every `shutdown` caller can wait for all.
     alive: Arc<watch::Sender<usize>>,
-    total: Arc<Counters>,
+    total: Arc<ReclaimCounters>,
     rejected: AtomicU64,
 }
 

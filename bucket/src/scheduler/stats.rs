@@ -56,7 +56,7 @@ const NO_DURATION: u64 = u64::MAX;
 
 /// Lock-free counters behind a [`ReclaimStats`].
 #[derive(Debug)]
-pub(crate) struct Counters {
+pub(crate) struct ReclaimCounters {
     requests: AtomicU64,
     coalesced: AtomicU64,
     runs: AtomicU64,
@@ -69,9 +69,9 @@ pub(crate) struct Counters {
     last_duration_nanos: AtomicU64,
 }
 
-impl Default for Counters {
+impl Default for ReclaimCounters {
     fn default() -> Self {
-        Counters {
+        ReclaimCounters {
             requests: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
             runs: AtomicU64::new(0),
@@ -86,7 +86,7 @@ impl Default for Counters {
     }
 }
 
-impl Counters {
+impl ReclaimCounters {
     pub(crate) fn snapshot(&self) -> ReclaimStats {
         let last = self.last_duration_nanos.load(Ordering::Relaxed);
         ReclaimStats {
@@ -119,12 +119,12 @@ pub(crate) enum Event {
 /// Records every event in a bucket's counters and in the scheduler-wide total.
 #[derive(Debug, Clone)]
 pub(crate) struct Tally {
-    bucket: Arc<Counters>,
-    total: Arc<Counters>,
+    bucket: Arc<ReclaimCounters>,
+    total: Arc<ReclaimCounters>,
 }
 
 impl Tally {
-    pub(crate) fn new(total: Arc<Counters>) -> Self {
+    pub(crate) fn new(total: Arc<ReclaimCounters>) -> Self {
         Tally {
             bucket: Arc::default(),
             total,

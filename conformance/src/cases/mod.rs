@@ -12,6 +12,7 @@ pub mod model;
 mod persistence;
 mod reclaim;
 mod stats;
+mod sweeper;
 pub mod util;
 mod watermark;
 
@@ -25,4 +26,5 @@ pub use model::model_based;
 pub use persistence::*;
 pub use reclaim::*;
 pub use stats::*;
+pub use sweeper::*;
 pub use watermark::*;

@@ -18,6 +18,7 @@ impl EngineFactory for MemoryFactory {
             exact_live_entries: true,
             raw_injection: true,
             background_reclaim: false,
+            offset_index: false,
         }
     }
 

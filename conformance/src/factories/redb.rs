@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use backend_redb::RedbEngine;
+use engine_api::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -21,6 +22,7 @@ impl EngineFactory for RedbFactory {
             exact_live_entries: true,
             raw_injection: true,
             background_reclaim: false,
+            offset_index: true,
         }
     }
 
@@ -32,5 +34,13 @@ impl EngineFactory for RedbFactory {
     /// every sweep with a non-zero threshold meets them.
     fn inject_raw(&self, engine: &RedbEngine, key: &[u8], stored: &[u8]) -> Result<()> {
         engine.insert_raw(key, stored)
+    }
+
+    fn last_sweep(&self, engine: &RedbEngine) -> Option<SweepTotals> {
+        engine.last_sweep()
+    }
+
+    fn inject_index_row(&self, engine: &RedbEngine, row: &[u8]) -> Result<()> {
+        engine.insert_index_row(row)
     }
 }

@@ -23,6 +23,7 @@ impl EngineFactory for RocksDbFactory {
             exact_live_entries: false,
             raw_injection: true,
             background_reclaim: true,
+            offset_index: false,
         }
     }
 

@@ -21,6 +21,7 @@ impl EngineFactory for SledFactory {
             exact_live_entries: true,
             raw_injection: true,
             background_reclaim: false,
+            offset_index: false, // TEMP until the sled hooks land
         }
     }
 
