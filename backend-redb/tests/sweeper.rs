@@ -11,40 +11,6 @@ use backend_redb::RedbEngine;
 use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
 
 #[test]
-fn sweep_visits_only_covered_index_rows() {
-    let tmp = tempfile::tempdir().unwrap();
-    let options = EngineOptions::default()
-        .with_sync_writes(false)
-        .with_sweep_chunk_rows(32);
-    let engine = RedbEngine::open(tmp.path(), options).unwrap();
-    const ROWS: u64 = 20_000;
-    const COVERED: u64 = 100;
-    for chunk in 0..ROWS / 1000 {
-        let batch: WriteBatch = (chunk * 1000..(chunk + 1) * 1000)
-            .map(|i| engine_api::Record::put(format!("key-{i:06}"), vec![b'v'; 32], i))
-            .collect();
-        engine.apply(&batch).unwrap();
-    }
-    engine.advance_watermark(COVERED).unwrap();
-    assert_eq!(engine.stats().unwrap().covered_estimate, COVERED);
-
-    let report = engine.reclaim().unwrap();
-    let sweep = engine.last_sweep().unwrap();
-    println!("table {ROWS} rows, covered {COVERED}: {sweep:?}");
-    assert_eq!(
-        sweep.rows_visited, COVERED,
-        "visits the covered rows, not the table"
-    );
-    assert_eq!(report.values_removed, COVERED);
-    assert_eq!(sweep.chunks, COVERED.div_ceil(32));
-    assert_eq!(engine.stats().unwrap().live_entries, ROWS - COVERED);
-
-    // A second sweep at the same threshold finds nothing to visit.
-    engine.reclaim().unwrap();
-    assert_eq!(engine.last_sweep().unwrap().rows_visited, 0);
-}
-
-#[test]
 fn apply_and_lookup_run_during_reclaim() {
     let tmp = tempfile::tempdir().unwrap();
     let options = EngineOptions::default()
@@ -211,37 +177,6 @@ fn steady_state_file_size_is_bounded() {
         control_disk.stored_bytes > 4 * reclaimed_disk.stored_bytes,
         "control {control_disk:?} vs reclaimed {reclaimed_disk:?}"
     );
-}
-
-#[test]
-fn unreadable_index_rows_are_kept_and_counted() {
-    let tmp = tempfile::tempdir().unwrap();
-    let options = EngineOptions::default().with_sync_writes(false);
-    {
-        let engine = RedbEngine::open(tmp.path(), options.clone()).unwrap();
-        engine.apply(&puts(0, 4)).unwrap();
-    }
-    {
-        // An index row too short to hold its offset; it sorts below every threshold.
-        const BY_OFFSET: redb::TableDefinition<&[u8], ()> = redb::TableDefinition::new("by_offset");
-        let db = redb::Database::open(tmp.path().join(backend_redb::DB_FILE)).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(BY_OFFSET)
-            .unwrap()
-            .insert([0u8, 0, 0].as_slice(), ())
-            .unwrap();
-        txn.commit().unwrap();
-    }
-    let engine = RedbEngine::open(tmp.path(), options).unwrap();
-    engine.advance_watermark(4).unwrap();
-    assert_eq!(engine.stats().unwrap().covered_estimate, 5);
-    let report = engine.reclaim().unwrap();
-    assert_eq!((report.values_removed, report.corrupt_kept), (4, 1));
-    // Never deleted (the same rule as sled): every later sweep meets and counts it again.
-    assert_eq!(engine.stats().unwrap().covered_estimate, 1);
-    assert_eq!(engine.reclaim().unwrap().corrupt_kept, 1);
-    assert_eq!(engine.stats().unwrap().counters.corrupt_kept, 2);
-    assert_eq!(engine.stats().unwrap().live_entries, 0);
 }
 
 #[test]

@@ -19,8 +19,8 @@ use sled::transaction::{ConflictableTransactionResult, Transactional};
 use crate::errors::{sled_error, tx_error};
 use crate::meta;
 
-/// A callback run after every committed sweep chunk (see
-/// [`SledEngine::on_chunk_committed`](crate::SledEngine::on_chunk_committed)).
+/// A callback run after every committed sweep chunk (installed with the test hook
+/// `SledEngine::on_chunk_committed`, cargo feature `testing`).
 pub type ChunkHook = Arc<dyn Fn(&SweepTotals) + Send + Sync>;
 
 /// The trees and in-memory state a chunk touches.

@@ -7,8 +7,10 @@
 //! - `by_offset`: `offset BE ‖ key` → empty, the offset-ordered index the sweeper walks;
 //! - `meta`: watermark, applied end, live-entry count and format version.
 //!
-//! `apply` writes a batch, its index rows, the new applied end and the live-entry count in one
-//! multi-tree sled transaction. `reclaim` runs the shared range-scan sweeper
+//! The engine contract itself (locks, watermark, applied end, counters, reports) is the shared
+//! skeleton [`engine_api::disk::DiskEngine`]; this crate supplies sled's storage primitives.
+//! Each commit writes a batch, its index rows, the new applied end and the live-entry count in
+//! one multi-tree sled transaction. `reclaim` runs the shared range-scan sweeper
 //! ([`engine_api::sweeper`]) in bounded chunks (at most [`MAX_SWEEP_CHUNK_ROWS`] rows, because a
 //! sled transaction blocks every sled store in the process), so its cost is proportional to what
 //! is covered and writers are only ever blocked for one chunk. See the crate README for the
@@ -19,6 +21,7 @@ mod engine;
 mod errors;
 mod meta;
 mod registry;
+mod storage;
 
 pub use chunk::ChunkHook;
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};

@@ -31,7 +31,10 @@ enum Slot {
 static STORES: Mutex<BTreeMap<PathBuf, Slot>> = Mutex::new(BTreeMap::new());
 
 fn stores() -> MutexGuard<'static, BTreeMap<PathBuf, Slot>> {
-    // Every update is a single map operation, so a poisoned map is still consistent.
+    // The one exception to the workspace lock policy (`engine_api::sync`: a poisoned lock is
+    // `Error::Poisoned`): every critical section on this map is a single map operation, so a
+    // poisoned map is still consistent and is recovered rather than refused (this also runs in
+    // `Drop`, which cannot return an error).
     STORES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

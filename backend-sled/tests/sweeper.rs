@@ -4,43 +4,8 @@
 mod common;
 
 use backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
-use common::{key, open_fast, puts, raw_db};
+use common::{key, open_fast, puts};
 use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch, codec};
-
-#[test]
-fn sweeper_work_follows_the_covered_range_not_the_table() {
-    let tmp = tempfile::tempdir().unwrap();
-    let engine = open_fast(tmp.path());
-    const TABLE: u64 = 20_000;
-    const COVERED: u64 = 100;
-    for first in (0..TABLE).step_by(5_000) {
-        engine.apply(&puts(first, 5_000)).unwrap();
-    }
-    engine.advance_watermark(COVERED).unwrap();
-    assert_eq!(engine.stats().unwrap().covered_estimate, COVERED);
-
-    let report = engine.reclaim().unwrap();
-    let sweep = engine.last_sweep().unwrap();
-    println!("table {TABLE} rows, covered {COVERED}: sweep {sweep:?}");
-    assert_eq!(
-        sweep.rows_visited, COVERED,
-        "visited rows beyond the covered range"
-    );
-    assert_eq!(report.values_removed, COVERED);
-    assert_eq!(sweep.chunks, 1);
-
-    let stats = engine.stats().unwrap();
-    assert_eq!(stats.live_entries, TABLE - COVERED);
-    assert_eq!(stats.covered_estimate, 0);
-    assert_eq!(engine.lookup(&key(COVERED - 1)).unwrap(), LocalLookup::Miss);
-    assert!(
-        matches!(engine.lookup(&key(COVERED)).unwrap(), LocalLookup::Value { offset, .. } if offset == COVERED)
-    );
-
-    // A second reclaim with nothing new covered visits nothing at all.
-    engine.reclaim().unwrap();
-    assert_eq!(engine.last_sweep().unwrap().rows_visited, 0);
-}
 
 #[test]
 fn small_chunks_reclaim_everything_covered() {
@@ -177,31 +142,6 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
             .sweep_chunk_rows(),
         10
     );
-}
-
-#[test]
-fn unreadable_index_rows_are_kept_and_counted() {
-    let tmp = tempfile::tempdir().unwrap();
-    open_fast(tmp.path()).apply(&puts(0, 4)).unwrap();
-    {
-        // An index row too short to hold its offset; it sorts below every threshold.
-        let db = raw_db(tmp.path());
-        db.open_tree("by_offset")
-            .unwrap()
-            .insert(&[0u8, 0, 0][..], &[][..])
-            .unwrap();
-        db.flush().unwrap();
-    }
-    let engine = open_fast(tmp.path());
-    engine.advance_watermark(4).unwrap();
-    assert_eq!(engine.stats().unwrap().covered_estimate, 5);
-    let report = engine.reclaim().unwrap();
-    assert_eq!((report.values_removed, report.corrupt_kept), (4, 1));
-    // Never deleted: every later sweep meets and counts it again.
-    assert_eq!(engine.stats().unwrap().covered_estimate, 1);
-    assert_eq!(engine.reclaim().unwrap().corrupt_kept, 1);
-    assert_eq!(engine.stats().unwrap().counters.corrupt_kept, 2);
-    assert_eq!(engine.stats().unwrap().live_entries, 0);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use backend_sled::SledEngine;
+use engine_api::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -21,7 +22,7 @@ impl EngineFactory for SledFactory {
             exact_live_entries: true,
             raw_injection: true,
             background_reclaim: false,
-            offset_index: false, // TEMP until the sled hooks land
+            offset_index: true,
         }
     }
 
@@ -31,5 +32,13 @@ impl EngineFactory for SledFactory {
 
     fn inject_raw(&self, engine: &SledEngine, key: &[u8], stored: &[u8]) -> Result<()> {
         engine.insert_raw(key, stored)
+    }
+
+    fn last_sweep(&self, engine: &SledEngine) -> Option<SweepTotals> {
+        engine.last_sweep()
+    }
+
+    fn inject_index_row(&self, engine: &SledEngine, row: &[u8]) -> Result<()> {
+        engine.insert_index_row(row)
     }
 }

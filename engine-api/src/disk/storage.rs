@@ -105,7 +105,13 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Stores `stored` verbatim under `key`, bypassing the codec, reachable by reclamation (an
     /// offset-indexed storage indexes it at its tag, or at 0 when unreadable). Corruption tests
-    /// only.
-    #[cfg(any(test, feature = "testing"))]
-    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()>;
+    /// only: a storage implements it under its own `testing` feature, and the default refuses,
+    /// so any combination of features compiles.
+    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        let _ = (key, stored);
+        Err(crate::Error::Unsupported(format!(
+            "{} was built without the `testing` feature: raw injection is off",
+            Self::BACKEND
+        )))
+    }
 }

@@ -1,0 +1,336 @@
+//! [`SledStorage`]: the sled primitives behind the shared disk-engine skeleton
+//! ([`engine_api::disk::DiskEngine`]).
+//!
+//! The skeleton holds the writer and reclaimer locks, `W` and the applied end, the counters and
+//! the report arithmetic; this module only stores: one multi-tree transaction per commit, the
+//! flush that follows it (whose failure fails the store), the chunked sweep and the maintained
+//! live-entry count.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use engine_api::batch::Record;
+use engine_api::disk::meta::{decode_u64, encode_u64};
+use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
+use engine_api::sweeper::{self, index_key, index_upper_bound};
+use engine_api::{Error, Result};
+use sled::transaction::{ConflictableTransactionResult, Transactional};
+
+use crate::chunk::{ChunkHook, Chunker};
+use crate::errors::{BACKEND, sled_error, store_failed, tx_error};
+use crate::meta;
+use crate::registry::{self, OpenStore};
+
+/// One bucket's sled database: trees `data`, `by_offset` and `meta`.
+///
+/// If a flush that follows a committed write fails, the storage is marked failed: from then on
+/// [`Storage::check_usable`] refuses with [`Error::StoreFailed`], so every write, watermark
+/// change, reclaim and flush does, until the store is reopened (see
+/// [`store_failed`] for why a retry must not simply succeed).
+pub(crate) struct SledStorage {
+    /// The bucket directory (named in [`Error::StoreFailed`]).
+    dir: PathBuf,
+    db: sled::Db,
+    data: sled::Tree,
+    by_offset: sled::Tree,
+    meta: sled::Tree,
+    /// Rows per sweep chunk: `sweep_chunk_rows` already capped at
+    /// [`MAX_SWEEP_CHUNK_ROWS`](crate::MAX_SWEEP_CHUNK_ROWS).
+    sweep_chunk_rows: usize,
+    /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
+    live_entries: AtomicU64,
+    /// Set when a flush after a committed write failed; see [`Error::StoreFailed`].
+    failed: AtomicBool,
+    chunk_hook: Mutex<Option<ChunkHook>>,
+    /// Makes the next flush fail, to test the failed state without a failing disk.
+    #[cfg(test)]
+    pub(crate) fail_next_flush: AtomicBool,
+    /// Declared last so it drops after every sled handle above (fields drop in order).
+    _open_store: OpenStore,
+}
+
+impl fmt::Debug for SledStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SledStorage")
+            .field("dir", &self.dir)
+            .field("live_entries", &self.live_entries.load(Ordering::Acquire))
+            .field("failed", &self.is_failed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SledStorage {
+    /// Opens sled's database in `db_dir` (inside the bucket directory `dir`, already claimed by
+    /// the skeleton) with `config`, and its three trees, and restores the live-entry count.
+    ///
+    /// A store without a (readable) count is counted once here and the count persisted. That is
+    /// a write, so the metadata the skeleton checks next is checked first: a store the skeleton
+    /// will refuse (a newer format, damaged metadata) is never written to.
+    pub(crate) fn open(
+        dir: &Path,
+        db_dir: &Path,
+        config: &sled::Config,
+        sweep_chunk_rows: usize,
+    ) -> Result<Self> {
+        let (db, open_store) = registry::open(dir, db_dir, config)?;
+        let tree = |name: &str| db.open_tree(name).map_err(sled_error);
+        let data = tree("data")?;
+        let by_offset = tree("by_offset")?;
+        let meta_tree = tree("meta")?;
+        let mut storage = SledStorage {
+            dir: dir.to_path_buf(),
+            db,
+            data,
+            by_offset,
+            meta: meta_tree,
+            sweep_chunk_rows,
+            live_entries: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            chunk_hook: Mutex::new(None),
+            #[cfg(test)]
+            fail_next_flush: AtomicBool::new(false),
+            _open_store: open_store,
+        };
+        let live = match meta::restore_live(&storage.meta, dir)? {
+            Some(count) => count,
+            None => {
+                storage.check_meta()?;
+                // Nothing else can write yet: the registry refuses a second open in this process.
+                let count = meta::count_live_entries(&storage.data, &storage.meta)?;
+                storage.db.flush().map_err(sled_error)?;
+                count
+            }
+        };
+        *storage.live_entries.get_mut() = live;
+        Ok(storage)
+    }
+
+    /// The same check the skeleton runs at open (format version, watermark, applied end), run
+    /// before this storage writes anything at open.
+    fn check_meta(&self) -> Result<()> {
+        let read = |key: MetaKey| -> Result<Option<u64>> {
+            self.read_meta(key)?
+                .map(|bytes| decode_u64(key, &bytes))
+                .transpose()
+        };
+        engine_api::disk::meta::restore(
+            &self.dir,
+            read(MetaKey::FormatVersion)?,
+            read(MetaKey::Watermark)?,
+            read(MetaKey::AppliedEnd)?,
+            self.holds_data()?,
+        )
+        .map(drop)
+    }
+
+    /// The rows per sweep chunk in use.
+    pub(crate) fn sweep_chunk_rows(&self) -> usize {
+        self.sweep_chunk_rows
+    }
+
+    /// sled's own figure for the bytes its files occupy.
+    pub(crate) fn size_on_disk(&self) -> Result<u64> {
+        self.db.size_on_disk().map_err(sled_error)
+    }
+
+    /// Whether a flush after a committed write has failed.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Installs (or removes) the callback every reclaim runs after each committed chunk.
+    #[cfg(feature = "testing")]
+    pub(crate) fn set_chunk_hook(&self, hook: Option<ChunkHook>) -> Result<()> {
+        *engine_api::sync::lock(&self.chunk_hook, "sled chunk hook")? = hook;
+        Ok(())
+    }
+
+    /// Writes `row` verbatim into `by_offset` and flushes (tests of unreadable index rows).
+    #[cfg(feature = "testing")]
+    pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
+        self.by_offset.insert(row, &[][..]).map_err(sled_error)?;
+        self.flush_db().map_err(sled_error)
+    }
+
+    /// Flushes after a committed write. On failure the write is visible but maybe not durable,
+    /// and nothing would stop a retry from being acknowledged without a flush, so the storage is
+    /// marked failed before the error is returned.
+    fn flush_committed(&self) -> Result<()> {
+        if let Err(e) = self.flush_db() {
+            self.failed.store(true, Ordering::Release);
+            tracing::error!(path = %self.dir.display(), error = %e,
+                "sled flush after a committed write failed; the store must be reopened");
+            return Err(store_failed(&self.dir, Some(e)));
+        }
+        Ok(())
+    }
+
+    fn flush_db(&self) -> sled::Result<()> {
+        #[cfg(test)]
+        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
+            return Err(sled::Error::Io(std::io::Error::other(
+                "injected flush failure",
+            )));
+        }
+        self.db.flush().map(drop)
+    }
+}
+
+impl Storage for SledStorage {
+    const BACKEND: &'static str = BACKEND;
+
+    fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .meta
+            .get(key.bytes())
+            .map_err(sled_error)?
+            .map(|bytes| bytes.to_vec()))
+    }
+
+    /// Writes the value to `meta` and flushes: this is how `W` becomes durable before the
+    /// skeleton publishes it.
+    fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
+        self.meta
+            .insert(key.bytes(), &encode_u64(value)[..])
+            .map_err(sled_error)?;
+        // `meta` now holds a value memory does not: a failed flush fails the store.
+        self.flush_committed()
+    }
+
+    fn holds_data(&self) -> Result<bool> {
+        Ok(self.data.first().map_err(sled_error)?.is_some()
+            || self.by_offset.first().map_err(sled_error)?.is_some())
+    }
+
+    /// One transaction over the three trees: data rows, index rows, the applied end and the
+    /// live-count delta. Durable only after [`Storage::after_commit`] flushes.
+    fn commit(&self, writes: &[&Record], applied_end: u64, _sync: bool) -> Result<()> {
+        // Encoded once, outside the closure: sled may run the closure more than once.
+        let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = writes
+            .iter()
+            .map(|r| (r.key(), r.encoded_value(), index_key(r.offset(), r.key())))
+            .collect();
+        let end = encode_u64(applied_end);
+        let added = (&self.data, &self.by_offset, &self.meta)
+            .transaction(
+                |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
+                    // `insert` returns the previous value (this transaction's own writes
+                    // included), so a key new to `data` is counted exactly once.
+                    let mut added = 0u64;
+                    for (key, stored, index_row) in &rows {
+                        if data.insert(*key, stored.as_slice())?.is_none() {
+                            added += 1;
+                        }
+                        index.insert(index_row.as_slice(), &[][..])?;
+                    }
+                    meta.insert(MetaKey::AppliedEnd.bytes(), &end[..])?;
+                    meta::adjust_live(meta, added, 0)?;
+                    Ok(added)
+                },
+            )
+            .map_err(tx_error)?;
+        self.live_entries.fetch_add(added, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The commit is visible (and the skeleton has published its applied end); with `sync` it
+    /// is made durable here, and a failure fails the store.
+    fn after_commit(&self, sync: bool) -> Result<()> {
+        if sync {
+            self.flush_committed()?;
+        }
+        Ok(())
+    }
+
+    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+        let stored = self.data.get(key).map_err(sled_error)?;
+        read(stored.as_deref())
+    }
+
+    /// The shared sweeper in chunks of at most `MAX_SWEEP_CHUNK_ROWS` rows, each its own short
+    /// transaction, so writers wait for one chunk at most. A reclaim does not flush: losing its
+    /// removals in a crash only means the same covered entries are removed again.
+    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
+        let bytes_before = self.size_on_disk()?;
+        let hook = engine_api::sync::lock(&self.chunk_hook, "sled chunk hook")?.clone();
+        let chunker = Chunker {
+            data: &self.data,
+            by_offset: &self.by_offset,
+            meta: &self.meta,
+            live_entries: &self.live_entries,
+            hook: hook.as_ref(),
+        };
+        let totals = sweeper::sweep(&chunker, request.threshold, self.sweep_chunk_rows)?;
+        Ok(ReclaimWork {
+            values_removed: totals.values_removed,
+            tombstones_removed: totals.tombstones_removed,
+            corrupt_kept: totals.corrupt_kept,
+            bytes_before,
+            bytes_after: self.size_on_disk()?,
+            sweep: Some(totals),
+        })
+    }
+
+    fn bytes_on_disk(&self) -> Result<u64> {
+        self.size_on_disk()
+    }
+
+    /// Maintained by every transaction that adds or removes a `data` row: exact and O(1).
+    fn live_entries(&self) -> Result<LiveEntries> {
+        Ok(LiveEntries {
+            count: self.live_entries.load(Ordering::Acquire),
+            exact: true,
+        })
+    }
+
+    /// Index rows below `threshold`: covered entries plus stale rows not yet dropped (an upper
+    /// bound).
+    fn covered_estimate(&self, threshold: u64) -> Result<u64> {
+        let upper = index_upper_bound(threshold);
+        sweeper::count_rows(self.by_offset.range(..&upper[..]).keys(), sled_error)
+    }
+
+    /// An explicit flush promises nothing it has not done: a failure is returned and does not
+    /// fail the store (a retry flushes).
+    fn flush(&self) -> Result<()> {
+        self.flush_db().map_err(sled_error)
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.is_failed() {
+            return Err(store_failed(&self.dir, None));
+        }
+        Ok(())
+    }
+
+    /// Stores `stored` verbatim under `key`. Bytes that decode are indexed at their tag, like any
+    /// write; undecodable bytes are indexed at offset 0 (below every non-zero threshold), and the
+    /// index row of the entry they replace is moved there rather than left behind to meet the
+    /// same entry a second time. Always flushed; a failed flush fails the store.
+    #[cfg(feature = "testing")]
+    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        let tag = engine_api::codec::decode(key, stored)
+            .ok()
+            .map(|d| d.offset());
+        let added = (&self.data, &self.by_offset, &self.meta)
+            .transaction(
+                |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
+                    let previous = data.insert(key, stored)?;
+                    if tag.is_none()
+                        && let Some(old) = previous.as_deref().and_then(engine_api::codec::peek_tag)
+                    {
+                        index.remove(index_key(old, key))?;
+                    }
+                    index.insert(index_key(tag.unwrap_or(0), key), &[][..])?;
+                    let added = u64::from(previous.is_none());
+                    meta::adjust_live(meta, added, 0)?;
+                    Ok(added)
+                },
+            )
+            .map_err(tx_error)?;
+        self.live_entries.fetch_add(added, Ordering::AcqRel);
+        self.flush_committed()
+    }
+}
