@@ -179,37 +179,6 @@ fn steady_state_file_size_is_bounded() {
     );
 }
 
-#[test]
-fn reclaim_below_ignores_the_retention_distance_but_never_passes_the_watermark() {
-    let tmp = tempfile::tempdir().unwrap();
-    let options = EngineOptions::default()
-        .with_sync_writes(false)
-        .with_retention_distance(10);
-    let engine = RedbEngine::open(tmp.path(), options).unwrap();
-    engine.apply(&puts(0, 30)).unwrap();
-    engine.delete(b"key-000003", 30).unwrap(); // key 3 @3 is now stale, its tombstone is @30
-    engine.delete(b"gone", 31).unwrap();
-    engine.advance_watermark(20).unwrap();
-    // reclaim() would stop at W - D = 10; reclaim_below(15) goes to 15.
-    let report = engine.reclaim_below(15).unwrap();
-    assert_eq!((report.threshold, report.values_removed), (15, 14));
-    assert_eq!(engine.last_sweep().unwrap().stale_dropped, 1);
-    assert_eq!(engine.lookup(b"key-000014").unwrap(), LocalLookup::Miss);
-    assert!(engine.lookup(b"key-000015").unwrap().offset().is_some());
-    // A threshold above W is clamped to W: nothing at or above W is touched.
-    let report = engine.reclaim_below(1_000).unwrap();
-    assert_eq!((report.threshold, report.values_removed), (20, 5));
-    assert!(engine.lookup(b"key-000020").unwrap().offset().is_some());
-    assert_eq!(
-        engine.lookup(b"key-000003").unwrap(),
-        LocalLookup::Tombstone { offset: 30 }
-    );
-    let stats = engine.stats().unwrap();
-    assert_eq!(stats.live_entries, 10 + 2);
-    assert_eq!(stats.counters.reclaim_runs, 2);
-    assert_eq!(stats.counters.reclaimed_values, 19);
-}
-
 /// Puts `key-{i:06}` at offsets `first..first + count`.
 fn puts(first: u64, count: u64) -> WriteBatch {
     (first..first + count)

@@ -194,7 +194,12 @@ pub enum Verdict {
 }
 
 /// Decides one entry: remove when `tag + distance <= limit` (checked: an overflow keeps it).
-pub fn decide(limit: Option<u64>, distance: u64, tag: Option<u64>, stored: &[u8]) -> Verdict {
+pub fn entry_verdict(
+    limit: Option<u64>,
+    distance: u64,
+    tag: Option<u64>,
+    stored: &[u8],
+) -> Verdict {
     let Some(tag) = tag else {
         return Verdict::KeepCorrupt;
     };
@@ -228,7 +233,7 @@ impl CompactionFilter for TagThresholdFilter {
     fn filter(&mut self, _level: u32, _key: &[u8], value: &[u8]) -> Decision {
         let (limit, distance, reader) = (self.limit, self.distance, self.tag_reader);
         let verdict = catch_unwind(AssertUnwindSafe(|| {
-            decide(limit, distance, reader(value), value)
+            entry_verdict(limit, distance, reader(value), value)
         }));
         let counters = &self.counters;
         match verdict {
@@ -265,22 +270,31 @@ mod tests {
     #[test]
     fn removes_at_or_past_the_limit_only() {
         let v = encode_value(5, b"x");
-        assert_eq!(decide(Some(5), 0, Some(5), &v), Verdict::RemoveValue);
-        assert_eq!(decide(Some(4), 0, Some(5), &v), Verdict::Keep);
-        assert_eq!(decide(Some(7), 2, Some(5), &v), Verdict::RemoveValue);
-        assert_eq!(decide(Some(6), 2, Some(5), &v), Verdict::Keep);
+        assert_eq!(entry_verdict(Some(5), 0, Some(5), &v), Verdict::RemoveValue);
+        assert_eq!(entry_verdict(Some(4), 0, Some(5), &v), Verdict::Keep);
+        assert_eq!(entry_verdict(Some(7), 2, Some(5), &v), Verdict::RemoveValue);
+        assert_eq!(entry_verdict(Some(6), 2, Some(5), &v), Verdict::Keep);
         let t = encode_tombstone(5);
-        assert_eq!(decide(Some(9), 0, Some(5), &t), Verdict::RemoveTombstone);
+        assert_eq!(
+            entry_verdict(Some(9), 0, Some(5), &t),
+            Verdict::RemoveTombstone
+        );
     }
 
     #[test]
     fn none_limit_overflow_and_unreadable_keep() {
         let v = encode_value(u64::MAX, b"x");
-        assert_eq!(decide(None, 0, Some(0), &v), Verdict::Keep);
-        assert_eq!(decide(Some(u64::MAX), 1, Some(u64::MAX), &v), Verdict::Keep);
-        assert_eq!(decide(Some(u64::MAX), u64::MAX, Some(1), &v), Verdict::Keep);
+        assert_eq!(entry_verdict(None, 0, Some(0), &v), Verdict::Keep);
         assert_eq!(
-            decide(Some(u64::MAX), 0, None, b"\xff"),
+            entry_verdict(Some(u64::MAX), 1, Some(u64::MAX), &v),
+            Verdict::Keep
+        );
+        assert_eq!(
+            entry_verdict(Some(u64::MAX), u64::MAX, Some(1), &v),
+            Verdict::Keep
+        );
+        assert_eq!(
+            entry_verdict(Some(u64::MAX), 0, None, b"\xff"),
             Verdict::KeepCorrupt
         );
     }

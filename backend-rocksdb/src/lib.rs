@@ -8,6 +8,9 @@
 //! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
 //! that ignores the retention distance ([`suppliers::WatermarkThreshold::purge_below`]).
 //!
+//! The engine is the shared [`DiskEngine`](engine_api::disk::DiskEngine) skeleton over
+//! [`RocksDbStorage`], which supplies only RocksDB's primitives.
+//!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
 //! one rate limiter and bounded background thread pools.
 
@@ -16,7 +19,7 @@ pub mod context;
 pub mod covered;
 pub mod engine;
 pub mod filter;
-pub mod meta;
+pub mod storage;
 pub mod suppliers;
 
 pub use context::{ContextOptions, RocksDbContext};
@@ -25,6 +28,7 @@ pub use filter::{
     FilterCounterSnapshot, FilterCounters, TagThresholdFilter, TagThresholdFilterFactory,
     ThresholdSupplier,
 };
+pub use storage::RocksDbStorage;
 
 /// Wraps a RocksDB error as [`engine_api::Error::Backend`].
 pub(crate) fn rocks_err(e: rocksdb::Error) -> engine_api::Error {

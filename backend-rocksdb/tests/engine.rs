@@ -145,7 +145,7 @@ fn unparsable_metadata_is_corrupt_and_newer_format_is_unsupported() {
         db.put_cf(meta, b"watermark", b"xyz").unwrap();
     }
     match RocksDbEngine::open(tmp.path(), EngineOptions::default()) {
-        Err(Error::Corrupt { key, .. }) => assert_eq!(key, b"watermark"),
+        Err(Error::Corrupt { key, .. }) => assert_eq!(key, b"meta/watermark"),
         other => panic!("expected Corrupt, got {other:?}"),
     }
 

@@ -143,34 +143,3 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
         10
     );
 }
-
-#[test]
-fn reclaim_below_ignores_the_retention_distance_but_never_passes_the_watermark() {
-    let tmp = tempfile::tempdir().unwrap();
-    let options = EngineOptions::default()
-        .with_sync_writes(false)
-        .with_retention_distance(10);
-    let engine = SledEngine::open(tmp.path(), options).unwrap();
-    engine.apply(&puts(0, 30)).unwrap();
-    engine.delete(&key(3), 30).unwrap(); // key3@3 is now stale, the tombstone is @30
-    engine.delete(b"gone", 31).unwrap();
-    engine.advance_watermark(20).unwrap();
-    // reclaim() would stop at W - D = 10; reclaim_below(15) goes to 15.
-    let report = engine.reclaim_below(15).unwrap();
-    assert_eq!((report.threshold, report.values_removed), (15, 14));
-    assert_eq!(engine.last_sweep().unwrap().stale_dropped, 1);
-    assert_eq!(engine.lookup(&key(14)).unwrap(), LocalLookup::Miss);
-    assert!(engine.lookup(&key(15)).unwrap().offset().is_some());
-    // A threshold above W is clamped to W: nothing at or above W is touched.
-    let report = engine.reclaim_below(1_000).unwrap();
-    assert_eq!((report.threshold, report.values_removed), (20, 5));
-    assert!(engine.lookup(&key(20)).unwrap().offset().is_some());
-    assert_eq!(
-        engine.lookup(&key(3)).unwrap(),
-        LocalLookup::Tombstone { offset: 30 }
-    );
-    let stats = engine.stats().unwrap();
-    assert_eq!(stats.live_entries, 10 + 2);
-    assert_eq!(stats.counters.reclaim_runs, 2);
-    assert_eq!(stats.counters.reclaimed_values, 19);
-}

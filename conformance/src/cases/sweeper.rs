@@ -81,3 +81,42 @@ pub fn unreadable_index_rows_are_kept_and_counted<F: EngineFactory>(factory: F) 
     assert_eq!(stats.counters.corrupt_kept, 2);
     assert_eq!(stats.live_entries, 0);
 }
+
+/// A purge (`reclaim_below`) sweeps the same index: it ignores the retention distance, drops the
+/// stale row of a key rewritten since, keeps the tombstone that replaced it, and never passes `W`.
+pub fn purge_sweep_ignores_distance_and_drops_stale_rows<F: EngineFactory>(factory: F) {
+    let options = EngineOptions::default()
+        .with_sync_writes(false)
+        .with_retention_distance(10);
+    let h = Harness::with_options(factory, options);
+    let e = h.engine();
+    e.apply(&batch((0..30).map(|i| Record::put(key(i), b"v", i))))
+        .unwrap();
+    // key 3 @3 is now stale; its tombstone is @30.
+    e.delete(&key(3), 30).unwrap();
+    e.delete(b"gone", 31).unwrap();
+    e.advance_watermark(20).unwrap();
+
+    // reclaim() would stop at W - D = 10; reclaim_below(15) goes to 15.
+    let report = e.reclaim_below(15).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (15, 14));
+    let sweep = h.factory().last_sweep(e).expect("a sweep was reported");
+    assert_eq!(sweep.stale_dropped, 1, "{sweep:?}");
+    assert_eq!(sweep.rows_visited, 15, "{sweep:?}");
+    assert_eq!(e.lookup(&key(14)).unwrap(), LocalLookup::Miss);
+    assert!(e.lookup(&key(15)).unwrap().offset().is_some());
+
+    // A threshold above W is clamped to W: nothing at or above W is touched.
+    let report = e.reclaim_below(1_000).unwrap();
+    assert_eq!((report.threshold, report.values_removed), (20, 5));
+    assert_eq!(e.lookup(&key(19)).unwrap(), LocalLookup::Miss);
+    assert!(e.lookup(&key(20)).unwrap().offset().is_some());
+    assert_eq!(
+        e.lookup(&key(3)).unwrap(),
+        LocalLookup::Tombstone { offset: 30 }
+    );
+    let stats = e.stats().unwrap();
+    assert_eq!(stats.live_entries, 10 + 2);
+    assert_eq!(stats.counters.reclaim_runs, 2);
+    assert_eq!(stats.counters.reclaimed_values, 19);
+}

@@ -109,6 +109,7 @@ impl<S: Storage> DiskEngine<S> {
         // Nothing reads the cell before `open` returns but the storage's own readers, which
         // must see the restored (durable) watermark from here on.
         progress.restore(restored.watermark, restored.applied_end);
+        storage.restored(restored.applied_end)?;
         Ok(DiskEngine {
             storage,
             dir: dir.to_path_buf(),

@@ -63,6 +63,14 @@ pub trait Storage: Send + Sync + 'static {
     /// damaged).
     fn holds_data(&self) -> Result<bool>;
 
+    /// Called once at open, after the metadata is restored (and before the engine is returned),
+    /// with the restored applied end: a storage that keeps in-memory state derived from it (an
+    /// estimate seeded from the store) sets it up here. The default does nothing.
+    fn restored(&self, applied_end: u64) -> Result<()> {
+        let _ = applied_end;
+        Ok(())
+    }
+
     /// Writes `writes` (their encoded values, and whatever index rows the storage keeps) and the
     /// new `applied_end` in **one atomic write**: after a crash either all of it is there or none.
     /// With `sync` the write is durable when this returns, unless the storage makes it durable in

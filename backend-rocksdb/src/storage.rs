@@ -1,0 +1,316 @@
+//! [`RocksDbStorage`]: the storage primitives of the RocksDB backend under the shared
+//! [`DiskEngine`](engine_api::disk::DiskEngine).
+//!
+//! Column family `data` maps each key to its tagged value (values and tombstones alike, so the
+//! compaction filter sees both; a tombstone is never a RocksDB delete) and carries the watermark
+//! compaction filter. Column family `meta` holds the watermark, the applied end and the format
+//! version under [`MetaKey::bytes`].
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use engine_api::batch::Record;
+use engine_api::disk::meta::encode_u64;
+use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
+use engine_api::{Error, Result, sync};
+use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, WriteOptions, properties};
+
+use crate::compact;
+use crate::context::RocksDbContext;
+use crate::covered::CoveredTracker;
+use crate::filter::FilterCounters;
+use crate::rocks_err;
+use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
+
+/// Backend name written into the directory marker.
+pub const BACKEND: &str = "rocksdb";
+/// Subdirectory of the bucket directory holding the RocksDB database.
+pub const DB_DIR: &str = "db";
+/// Column family of the tagged values.
+pub const DATA_CF: &str = "data";
+/// Column family of the watermark, applied end and format version.
+pub const META_CF: &str = "meta";
+
+/// One bucket's RocksDB database and what its compaction filter shares with the engine.
+pub struct RocksDbStorage {
+    // Declared first so it is dropped (closed) before anything the filter factory shares.
+    db: DB,
+    db_path: PathBuf,
+    context: RocksDbContext,
+    /// What every compaction filter of `data` applies: `W − D`, or a purge threshold while
+    /// `reclaim_below` runs.
+    filter_threshold: Arc<WatermarkThreshold>,
+    filter_counters: Arc<FilterCounters>,
+    /// Covered entries not yet reclaimed, estimated from the offset runs of the commits (a single
+    /// op per call: see [`engine_api::sync`]).
+    covered: Mutex<CoveredTracker>,
+}
+
+impl std::fmt::Debug for RocksDbStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksDbStorage")
+            .field("db_path", &self.db_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RocksDbStorage {
+    /// Opens (creating when missing) the database under `init.dir` with the shared resources of
+    /// `context`; the filter reads `init.watermark`.
+    pub fn open(context: &RocksDbContext, init: StorageInit<'_>) -> Result<Self> {
+        let db_path = init.dir.join(DB_DIR);
+        let filter_threshold = Arc::new(WatermarkThreshold::new(
+            init.watermark,
+            init.options.retention_distance,
+        ));
+        let filter_counters = Arc::new(FilterCounters::default());
+
+        let mut db_opts = context.options();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        let mut data_opts = context.options();
+        data_opts.set_compaction_filter_factory(
+            watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
+                .with_counters(Arc::clone(&filter_counters)),
+        );
+        let mut meta_opts = context.options();
+        meta_opts.set_write_buffer_size(256 << 10);
+        let db = DB::open_cf_descriptors(
+            &db_opts,
+            &db_path,
+            [
+                ColumnFamilyDescriptor::new(DATA_CF, data_opts),
+                ColumnFamilyDescriptor::new(META_CF, meta_opts),
+            ],
+        )
+        .map_err(rocks_err)?;
+        Ok(RocksDbStorage {
+            db,
+            db_path,
+            context: context.clone(),
+            filter_threshold,
+            filter_counters,
+            covered: Mutex::new(CoveredTracker::default()),
+        })
+    }
+
+    /// The context this bucket shares resources with.
+    pub fn context(&self) -> &RocksDbContext {
+        &self.context
+    }
+
+    /// The RocksDB database directory (`<bucket>/db`).
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// The counters of every compaction filter of `data` since open.
+    pub fn filter_counters(&self) -> &FilterCounters {
+        &self.filter_counters
+    }
+
+    /// Flushes the memtables of both column families into table files (no compaction, so no
+    /// filtering: RocksDB filters only in compactions).
+    pub fn flush_memtables(&self) -> Result<()> {
+        let mut opts = FlushOptions::default();
+        opts.set_wait(true);
+        for name in [DATA_CF, META_CF] {
+            self.db
+                .flush_cf_opt(self.cf(name)?, &opts)
+                .map_err(rocks_err)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, then compacts the whole `data` column family down to the bottom level (see
+    /// [`crate::compact`]). The caller serialises it with reclaims.
+    pub fn compact_to_bottom(&self) -> Result<()> {
+        self.flush_memtables()?;
+        compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)
+    }
+
+    /// An integer property of the `data` column family (0 when RocksDB does not report it).
+    pub fn data_property(&self, name: impl rocksdb::CStrLike) -> Result<u64> {
+        Ok(self
+            .db
+            .property_int_value_cf(self.cf(DATA_CF)?, name)
+            .map_err(rocks_err)?
+            .unwrap_or(0))
+    }
+
+    /// Live table-file bytes of the `data` column family.
+    pub fn live_sst_bytes(&self) -> Result<u64> {
+        self.data_property(properties::LIVE_SST_FILES_SIZE)
+    }
+
+    fn cf(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| Error::backend(BACKEND, format!("column family {name:?} is missing")))
+    }
+
+    fn with_covered<T>(&self, f: impl FnOnce(&mut CoveredTracker) -> T) -> Result<T> {
+        let mut covered = sync::lock(&self.covered, "rocksdb covered estimate")?;
+        Ok(f(&mut covered))
+    }
+
+    /// The work of one reclaim, with the threshold already in force in the filter: flush, then
+    /// compact everything to the bottom level.
+    ///
+    /// The counts are the filter counters' change over the flush and the compaction, the
+    /// baseline taken right before the flush. The flush belongs in the window: it can bring L0 to
+    /// RocksDB's compaction trigger, and the automatic compaction it starts then removes the
+    /// covered entries (often before `compact_range` even begins); those removals are this
+    /// reclaim's work, and a baseline taken after the flush would miss some or all of them.
+    ///
+    /// The counts are exact when no other background compaction of this bucket interleaves, the
+    /// usual case for a quiet bucket. Otherwise they are approximate: a background compaction
+    /// already running when the call starts is credited to it where its removals fall inside the
+    /// window, and a corrupt entry that a background and the manual compaction both meet is
+    /// counted twice. Nothing covered is missed either way: when the call returns, everything
+    /// below `threshold` is physically gone.
+    fn reclaim_compaction(&self, threshold: u64) -> Result<ReclaimWork> {
+        let counters_before = self.filter_counters.snapshot();
+        self.flush_memtables()?;
+        let bytes_before = self.live_sst_bytes()?;
+        compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)?;
+        let delta = self.filter_counters.snapshot().since(&counters_before);
+        let bytes_after = self.live_sst_bytes()?;
+        if delta.panics > 0 {
+            tracing::error!(
+                panics = delta.panics,
+                path = %self.db_path.display(),
+                "compaction filter panicked; the entries were kept"
+            );
+        }
+        self.with_covered(|c| c.reclaimed(threshold))?;
+        Ok(ReclaimWork {
+            values_removed: delta.removed_values,
+            tombstones_removed: delta.removed_tombstones,
+            corrupt_kept: delta.kept_corrupt,
+            bytes_before,
+            bytes_after,
+            sweep: None,
+        })
+    }
+}
+
+impl Storage for RocksDbStorage {
+    const BACKEND: &'static str = BACKEND;
+
+    fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
+        self.db
+            .get_cf(self.cf(META_CF)?, key.bytes())
+            .map_err(rocks_err)
+    }
+
+    fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
+        // A synced write also syncs the WAL holding every earlier write.
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db
+            .put_cf_opt(self.cf(META_CF)?, key.bytes(), encode_u64(value), &opts)
+            .map_err(rocks_err)
+    }
+
+    fn holds_data(&self) -> Result<bool> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(DATA_CF)?);
+        iter.seek_to_first();
+        iter.status().map_err(rocks_err)?;
+        Ok(iter.valid())
+    }
+
+    fn restored(&self, applied_end: u64) -> Result<()> {
+        // The history of offsets is unknown after a reopen: RocksDB's key estimate spread over
+        // `[0, applied end)` stands in for it.
+        let keys = self.data_property(properties::ESTIMATE_NUM_KEYS)?;
+        self.with_covered(|c| *c = CoveredTracker::seeded(applied_end, keys))
+    }
+
+    fn commit(&self, writes: &[&Record], applied_end: u64, sync: bool) -> Result<()> {
+        let data = self.cf(DATA_CF)?;
+        let mut write = rocksdb::WriteBatch::default();
+        for record in writes {
+            write.put_cf(data, record.key(), record.encoded_value());
+        }
+        // The applied end rides in the same atomic write: a crash never separates them.
+        write.put_cf(
+            self.cf(META_CF)?,
+            MetaKey::AppliedEnd.bytes(),
+            encode_u64(applied_end),
+        );
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        self.db.write_opt(write, &opts).map_err(rocks_err)?;
+        if let (Some(first), Some(last)) = (writes.first(), writes.last()) {
+            let count = u64::try_from(writes.len()).unwrap_or(u64::MAX);
+            self.with_covered(|c| c.record(first.offset(), last.offset(), count))?;
+        }
+        Ok(())
+    }
+
+    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+        let value = self
+            .db
+            .get_pinned_cf(self.cf(DATA_CF)?, key)
+            .map_err(rocks_err)?;
+        read(value.as_deref())
+    }
+
+    /// A reclaim is a flush and a manual compaction of the whole `data` column family down to
+    /// and including the bottom level, during which the filter removes what the threshold
+    /// covers. A purge (`reclaim_below`) puts its threshold in the filter for the duration of
+    /// the call (see [`WatermarkThreshold::purge_below`]); a plain reclaim's threshold is the
+    /// filter's own `W − D`.
+    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
+        if request.purge {
+            let purge = self.filter_threshold.purge_below(request.threshold);
+            self.reclaim_compaction(purge.threshold())
+        } else {
+            self.reclaim_compaction(request.threshold)
+        }
+    }
+
+    fn bytes_on_disk(&self) -> Result<u64> {
+        dir_bytes(&self.db_path)
+    }
+
+    fn live_entries(&self) -> Result<LiveEntries> {
+        Ok(LiveEntries {
+            count: self.data_property(properties::ESTIMATE_NUM_KEYS)?,
+            exact: false,
+        })
+    }
+
+    fn covered_estimate(&self, threshold: u64) -> Result<u64> {
+        self.with_covered(|c| c.estimate(threshold))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(rocks_err)
+    }
+
+    #[cfg(feature = "testing")]
+    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db
+            .put_cf_opt(self.cf(DATA_CF)?, key, stored, &opts)
+            .map_err(rocks_err)
+    }
+}
+
+/// Bytes of the regular files directly inside `dir` (RocksDB keeps its files flat).
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0u64;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        // A file deleted between listing and stat (an obsolete SST) simply no longer counts.
+        if let Ok(meta) = entry.metadata()
+            && meta.is_file()
+        {
+            total = total.saturating_add(meta.len());
+        }
+    }
+    Ok(total)
+}
