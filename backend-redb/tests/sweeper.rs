@@ -178,10 +178,3 @@ fn steady_state_file_size_is_bounded() {
         "control {control_disk:?} vs reclaimed {reclaimed_disk:?}"
     );
 }
-
-/// Puts `key-{i:06}` at offsets `first..first + count`.
-fn puts(first: u64, count: u64) -> WriteBatch {
-    (first..first + count)
-        .map(|i| engine_api::Record::put(format!("key-{i:06}"), format!("v{i}"), i))
-        .collect()
-}
