@@ -10,16 +10,17 @@
 mod progress;
 mod stats;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::lake::LakeLookuper;
+use crate::lake::{LakeLookuper, LakeSnapshot};
 use crate::scheduler::{BucketId, ReclaimScheduler};
 use engine_api::batch::WriteBatch;
 use engine_api::engine::Engine;
 use engine_api::error::{Error, Result};
 use engine_api::handle::EngineHandle;
 use engine_api::outcome::{ApplyOutcome, LocalLookup};
+use engine_api::sync;
 
 pub use progress::Progress;
 pub use stats::BucketStats;
@@ -79,9 +80,10 @@ pub struct HistoricalBucket {
     reclaim: Option<Reclaim>,
     /// Serialises lake progress and recovery of this bucket.
     progress: tokio::sync::Mutex<()>,
-    /// End offset of the snapshot the lookuper serves. Written under `progress`, after the
-    /// refresh succeeded and before the watermark it allows is published.
-    lake_end: AtomicU64,
+    /// The snapshot the lookuper serves (as far as this bucket refreshed it). Written under
+    /// `progress`, after the refresh succeeded and before the watermark it allows is published;
+    /// every critical section copies one value.
+    served: Mutex<LakeSnapshot>,
     /// Local entries below this offset are not authoritative: a lagging replica adopted (or is
     /// adopting) a lake end beyond its applied end, so the lake may hold newer versions of them.
     /// Raised before the watermark it guards is published; [`recover`](Self::recover) then
@@ -122,7 +124,7 @@ impl HistoricalBucket {
             lake,
             reclaim: None,
             progress: tokio::sync::Mutex::new(()),
-            lake_end: AtomicU64::new(0),
+            served: Mutex::new(LakeSnapshot::default()),
             stale_below: AtomicU64::new(stale_below),
             counters: BucketCounters::default(),
         }
@@ -161,7 +163,25 @@ impl HistoricalBucket {
 
     /// End offset of the lake snapshot the lookuper serves, as far as this bucket refreshed it.
     pub fn lake_end(&self) -> u64 {
-        self.lake_end.load(Ordering::SeqCst)
+        self.served_snapshot().end_offset
+    }
+
+    /// The lake snapshot the lookuper serves, as far as this bucket refreshed it
+    /// ([`LakeSnapshot::default`] before the first refresh).
+    pub fn served_snapshot(&self) -> LakeSnapshot {
+        // A plain getter: reading through poisoning is safe, the value is copied whole.
+        *self.served.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The served snapshot, for paths that can refuse.
+    fn served(&self) -> Result<LakeSnapshot> {
+        Ok(*sync::lock(&self.served, "bucket served snapshot")?)
+    }
+
+    /// Records the snapshot the lookuper now serves (under `progress`, after its refresh).
+    fn set_served(&self, snapshot: LakeSnapshot) -> Result<()> {
+        *sync::lock(&self.served, "bucket served snapshot")? = snapshot;
+        Ok(())
     }
 
     /// Counters since creation.
@@ -182,23 +202,43 @@ impl HistoricalBucket {
     /// answers at least as new as what was removed. If the lookuper serves a snapshot behind
     /// the watermark (only after recovering from a snapshot older than the persisted
     /// watermark), a local miss is refused with [`Error::Lake`] rather than answered stale.
+    ///
+    /// A local entry is authoritative only if it is at least as new as the lake's newest record
+    /// for the key. While the lookuper serves a snapshot ending beyond what the engine has
+    /// applied (the lake is ahead of a replaying or lagging host), the local store may lack the
+    /// lake's newer versions, so a local entry below the snapshot's end is not served: the lake
+    /// answers instead (§ Lake progress and snapshots / Lake ahead of the applied end in
+    /// `docs/DESIGN.md`).
     pub async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // Read before the local lookup: the applied end only grows, so if it already reached
+        // the lake end, the store held every record the lake holds when the lookup ran.
+        let applied_before = self.engine.applied_end();
         let owned = key.to_vec();
         let local = self.blocking(move |engine| engine.lookup(&owned)).await?;
+        // Read after: the lake end only grows, so this bounds the one in force during the
+        // local lookup from above.
+        let lake_end = self.served()?.end_offset;
         let stale_below = self.stale_below.load(Ordering::SeqCst);
+        let trusted_from = if applied_before >= lake_end {
+            stale_below
+        } else {
+            stale_below.max(lake_end)
+        };
         match local {
-            LocalLookup::Value { offset, bytes } if offset >= stale_below => {
+            LocalLookup::Value { offset, bytes } if offset >= trusted_from => {
                 bump(&self.counters.local_values);
                 return Ok(Some(bytes));
             }
-            LocalLookup::Tombstone { offset } if offset >= stale_below => {
+            LocalLookup::Tombstone { offset } if offset >= trusted_from => {
                 bump(&self.counters.local_tombstones);
                 return Ok(None);
             }
-            _ => {}
+            LocalLookup::Value { .. } | LocalLookup::Tombstone { .. } => {
+                bump(&self.counters.distrusted_local);
+            }
+            LocalLookup::Miss => {}
         }
         let watermark = self.engine.watermark();
-        let lake_end = self.lake_end.load(Ordering::SeqCst);
         if lake_end < watermark {
             bump(&self.counters.lake_behind);
             return Err(Error::lake(format!(

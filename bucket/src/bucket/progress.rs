@@ -7,23 +7,23 @@ use super::stats::bump;
 use crate::lake::LakeSnapshot;
 use crate::scheduler::Requested;
 use engine_api::engine::Engine;
-use engine_api::error::Result;
+use engine_api::error::{Error, Result};
 use engine_api::outcome::WatermarkUpdate;
 use engine_api::watermark::plan_adopt;
 
 /// What [`HistoricalBucket::on_lake_progress`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
-    /// Stale or repeated: `end_offset <= W` and the lookuper already serves a snapshot that new.
-    /// Nothing was refreshed or published.
+    /// Stale or repeated: an older snapshot than the one served, or the served one at an end
+    /// that would not move `W`. Nothing was refreshed or published.
     Ignored {
         /// The watermark, unchanged.
         watermark: u64,
     },
     /// The notification was processed.
     Published {
-        /// Whether the lookuper was refreshed (not needed when it already serves a snapshot at
-        /// least this new, e.g. after the watermark was clamped to the applied end).
+        /// Whether the lookuper was refreshed (the snapshot was newer than the one served; not
+        /// needed when the served snapshot is repeated to advance a clamped watermark).
         refreshed: bool,
         /// The watermark update (`moved` is false when it was clamped to where it already was).
         update: WatermarkUpdate,
@@ -35,10 +35,17 @@ pub enum Progress {
 impl HistoricalBucket {
     /// Handles confirmed lake progress: `snapshot` holds every record below its `end_offset`.
     ///
-    /// Processed one at a time per bucket. Ignored (and counted) when `end_offset <= W`.
-    /// Otherwise the lookuper is refreshed to the snapshot first (unless it already serves one
-    /// at least as new), *then* the watermark is advanced (to `min(end_offset, applied end)`),
-    /// *then* a reclaim is requested. A failed refresh returns its error and publishes nothing.
+    /// Processed one at a time per bucket. A snapshot newer than the one the lookuper serves
+    /// (a larger id) refreshes the lookuper first, even when its end offset equals the last one
+    /// (the lake rewrote or compacted its files). *Then*, when the end offset is beyond `W`, the
+    /// watermark is advanced (to `min(end_offset, applied end)`), *then* a reclaim is requested.
+    /// The snapshot already served, repeated with an end beyond a clamped `W`, advances `W`
+    /// again without a refresh. Anything else (an older snapshot, or the served one that would
+    /// not move `W`) is ignored and counted.
+    ///
+    /// A failed refresh returns its error and publishes nothing. A newer snapshot id that ends
+    /// before the served snapshot breaks the lake's commit order and is refused with
+    /// [`Error::Lake`](engine_api::Error::Lake), changing nothing.
     pub async fn on_lake_progress(&self, snapshot: LakeSnapshot) -> Result<Progress> {
         let LakeSnapshot {
             id: snapshot_id,
@@ -47,26 +54,34 @@ impl HistoricalBucket {
         let _serial = self.progress.lock().await;
         bump(&self.counters.notifications);
         let watermark = self.engine.watermark();
-        let lake_end = self.lake_end.load(Ordering::SeqCst);
-        // `lake_end >= W` always holds except after recovering from a snapshot older than the
-        // persisted watermark; then a notification at or below W still refreshes the lookuper.
-        if end_offset <= watermark && end_offset <= lake_end {
+        let served = self.served()?;
+        let newer = snapshot_id > served.id;
+        if newer && end_offset < served.end_offset {
+            bump(&self.counters.ignored_notifications);
+            return Err(out_of_order(snapshot, served));
+        }
+        // Without a refresh, only an end the lookuper already covers may move W.
+        let advances_served = end_offset > watermark && end_offset <= served.end_offset;
+        if !newer && !advances_served {
             bump(&self.counters.ignored_notifications);
             tracing::debug!(
                 snapshot_id,
                 end_offset,
+                served_id = served.id,
                 watermark,
                 "stale lake progress ignored"
             );
             return Ok(Progress::Ignored { watermark });
         }
-        let refreshed = end_offset > lake_end;
-        if refreshed {
+        if newer {
             self.refresh(snapshot).await?;
         }
-        let update = self
-            .blocking(move |engine| engine.advance_watermark(end_offset))
-            .await?;
+        let update = if end_offset > watermark {
+            self.blocking(move |engine| engine.advance_watermark(end_offset))
+                .await?
+        } else {
+            WatermarkUpdate::unchanged(watermark, end_offset)
+        };
         let reclaim = if update.moved {
             bump(&self.counters.watermark_advances);
             self.request_reclaim()
@@ -78,11 +93,11 @@ impl HistoricalBucket {
             end_offset,
             previous = update.previous,
             watermark = update.current,
-            refreshed,
+            refreshed = newer,
             "lake progress published"
         );
         Ok(Progress::Published {
-            refreshed,
+            refreshed: newer,
             update,
             reclaim,
         })
@@ -107,8 +122,12 @@ impl HistoricalBucket {
     /// A failed refresh returns its error and changes nothing.
     pub async fn recover(&self, committed: LakeSnapshot) -> Result<u64> {
         let _serial = self.progress.lock().await;
+        let served = self.served()?;
         // Never move the lookuper backwards (a second recovery of a live bucket).
-        if committed.end_offset >= self.lake_end.load(Ordering::SeqCst) {
+        if committed.id > served.id {
+            if committed.end_offset < served.end_offset {
+                return Err(out_of_order(committed, served));
+            }
             self.refresh(committed).await?;
         }
         // What this replica applied itself (adopting does not move it; the host applies nothing
@@ -170,8 +189,7 @@ impl HistoricalBucket {
         match self.lake.refresh(snapshot).await {
             Ok(()) => {
                 bump(&self.counters.refreshes);
-                self.lake_end.store(snapshot.end_offset, Ordering::SeqCst);
-                Ok(())
+                self.set_served(snapshot)
             }
             Err(e) => {
                 bump(&self.counters.refresh_failures);
@@ -199,4 +217,21 @@ impl HistoricalBucket {
             }
         }
     }
+}
+
+/// The error for a snapshot whose id is newer than the served one but whose end is older: the
+/// lake's ids are its commit order, and a later commit never ends earlier.
+fn out_of_order(snapshot: LakeSnapshot, served: LakeSnapshot) -> Error {
+    tracing::warn!(
+        snapshot_id = snapshot.id,
+        end_offset = snapshot.end_offset,
+        served_id = served.id,
+        served_end = served.end_offset,
+        "lake snapshot ids and end offsets disagree; nothing changed"
+    );
+    Error::lake(format!(
+        "lake snapshot {} ends at {}, before the served snapshot {} (ending at {}): snapshot ids \
+         must follow the lake's commit order, whose end offsets never decrease",
+        snapshot.id, snapshot.end_offset, served.id, served.end_offset
+    ))
 }

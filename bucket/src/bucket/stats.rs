@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct BucketStats {
     /// `on_lake_progress` calls.
     pub notifications: u64,
-    /// Notifications ignored as stale or repeated (`end <= W`, lookuper already that new).
+    /// Notifications ignored as stale or repeated: an older or the same snapshot that would not
+    /// move `W`.
     pub ignored_notifications: u64,
     /// Successful lookuper refreshes (progress and recovery).
     pub refreshes: u64,
@@ -29,6 +30,10 @@ pub struct BucketStats {
     pub lake_failures: u64,
     /// Local misses refused because the lookuper serves a snapshot behind the watermark.
     pub lake_behind: u64,
+    /// Lookups whose local entry was not served because the lake may hold a newer version (the
+    /// lake is ahead of the applied end, or a lagging replica's purge is pending); the lake
+    /// answered instead.
+    pub distrusted_local: u64,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +50,7 @@ pub(crate) struct BucketCounters {
     pub(crate) lake_fallbacks: AtomicU64,
     pub(crate) lake_failures: AtomicU64,
     pub(crate) lake_behind: AtomicU64,
+    pub(crate) distrusted_local: AtomicU64,
 }
 
 /// Bumps a counter by one.
@@ -68,6 +74,7 @@ impl BucketCounters {
             lake_fallbacks: get(&self.lake_fallbacks),
             lake_failures: get(&self.lake_failures),
             lake_behind: get(&self.lake_behind),
+            distrusted_local: get(&self.distrusted_local),
         }
     }
 }

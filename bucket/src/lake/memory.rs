@@ -25,20 +25,51 @@ struct TableState {
     /// Every record the tiering service can read, in offset order.
     wal: Vec<Record>,
     /// Committed snapshots by id; ids start at 1 (0 is the empty lake) and end offsets never
-    /// decrease.
+    /// decrease. Only the retained ones: older ones have expired.
     snapshots: BTreeMap<u64, Arc<Snapshot>>,
+    /// How many snapshots the table keeps (`None`: every one).
+    retain: Option<usize>,
+}
+
+impl TableState {
+    /// Expires the oldest snapshots beyond the retention; returns the first id still kept.
+    fn expire(&mut self, expired_below: &AtomicU64) {
+        let Some(retain) = self.retain else {
+            return;
+        };
+        while self.snapshots.len() > retain {
+            if let Some((id, _)) = self.snapshots.pop_first() {
+                expired_below.fetch_max(id.saturating_add(1), Ordering::SeqCst);
+            }
+        }
+    }
 }
 
 /// The lake table shared by every [`MemoryLake`] handle made with [`MemoryLake::reader`].
 #[derive(Debug, Default)]
 struct Table {
     state: Mutex<TableState>,
+    /// Snapshot ids below this have expired (their files are gone); read without the lock by
+    /// every lookup.
+    expired_below: AtomicU64,
 }
 
 impl Table {
     fn lock(&self) -> MutexGuard<'_, TableState> {
         // Nothing panics while the lock is held, so a poisoned state is still consistent.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`Error::Lake`] when snapshot `id` has expired (the empty lake, id 0, never does).
+    fn check_live(&self, id: u64) -> Result<()> {
+        let expired_below = self.expired_below.load(Ordering::SeqCst);
+        if id != 0 && id < expired_below {
+            return Err(Error::lake(format!(
+                "lake snapshot {id} has expired (its files are gone; the oldest snapshot kept is \
+                 {expired_below}): refresh to a newer snapshot"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -73,7 +104,7 @@ pub struct LakeCounters {
     pub refresh_failures: u64,
     /// Successful lookups.
     pub lookups: u64,
-    /// Failed lookups (injected).
+    /// Failed lookups (injected, or through an expired snapshot).
     pub lookup_failures: u64,
 }
 
@@ -91,6 +122,12 @@ struct AtomicLakeCounters {
 ///
 /// Every handle made by [`MemoryLake::reader`] shares the table but has its own served snapshot,
 /// fault settings and counters, like a restarted process opening a new lookuper on the same lake.
+///
+/// Like a real lake table (Paimon and Iceberg expire old snapshots and delete their files), the
+/// table can keep only its newest snapshots ([`MemoryLake::retain_snapshots`]); a refresh to an
+/// expired snapshot, or a lookup through a lookuper still serving one, fails with
+/// [`Error::Lake`]. [`MemoryLake::compact`] commits a new snapshot at the same end offset, as a
+/// lake compaction or rewrite does.
 ///
 /// ```
 /// use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
@@ -209,7 +246,29 @@ impl MemoryLake {
         state
             .snapshots
             .insert(meta.id, Arc::new(Snapshot { meta, rows }));
+        state.expire(&self.table.expired_below);
         Ok(meta)
+    }
+
+    /// Commits a new snapshot at the latest snapshot's end offset (0 before any commit): the lake
+    /// rewrote its files (compaction, a schema change) without taking in new records.
+    pub fn compact(&self) -> Result<LakeSnapshot> {
+        let end = self.latest().map_or(0, |s| s.end_offset);
+        self.commit(end)
+    }
+
+    /// Keeps only the newest `newest` snapshots from now on, expiring older ones at once and
+    /// after every commit. `newest` must be at least 1.
+    pub fn retain_snapshots(&self, newest: usize) -> Result<()> {
+        if newest == 0 {
+            return Err(Error::invalid(
+                "a lake keeps at least its newest snapshot (retain_snapshots(0))",
+            ));
+        }
+        let mut state = self.table.lock();
+        state.retain = Some(newest);
+        state.expire(&self.table.expired_below);
+        Ok(())
     }
 
     /// The newest committed snapshot.
@@ -229,6 +288,7 @@ impl MemoryLake {
 
     /// Reads `key` straight from committed snapshot `id`, bypassing the lookuper.
     pub fn value_at(&self, id: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.table.check_live(id)?;
         let state = self.table.lock();
         let snapshot = state
             .snapshots
@@ -270,6 +330,7 @@ impl MemoryLake {
                 snapshot.id
             )));
         }
+        self.table.check_live(snapshot.id)?;
         let found = if snapshot.id == 0 {
             // The empty lake, before anything was committed.
             Some(Arc::default())
@@ -362,6 +423,12 @@ impl LakeLookuper for MemoryLake {
         }
         sleep_for(&self.faults.lookup_delay_nanos).await;
         let snapshot = self.served_snapshot();
+        if let Err(e) = self.table.check_live(snapshot.meta.id) {
+            self.counters
+                .lookup_failures
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
         self.counters.lookups.fetch_add(1, Ordering::Relaxed);
         Ok(snapshot.rows.get(key).cloned())
     }
@@ -453,6 +520,44 @@ mod tests {
         assert!(lake.lookup(b"a").await.is_err());
         lake.fail_lookups(false);
         assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a1".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn expired_snapshots_refuse_refreshes_and_lookups() {
+        let lake = lake_with(&[Record::put("a", "a0", 0), Record::put("a", "a1", 1)]);
+        assert!(matches!(
+            lake.retain_snapshots(0),
+            Err(Error::InvalidInput(_))
+        ));
+        let s1 = lake.commit(1).unwrap();
+        lake.refresh(s1).await.unwrap();
+        lake.retain_snapshots(2).unwrap();
+        let s2 = lake.compact().unwrap();
+        assert_eq!((s2.id, s2.end_offset), (2, 1));
+        assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a0".to_vec()));
+
+        // A third snapshot expires the first: the lookuper still serving it fails, clearly.
+        let s3 = lake.commit(2).unwrap();
+        assert_eq!(lake.snapshot(s1.id), None);
+        let err = lake.lookup(b"a").await.unwrap_err();
+        assert!(err.to_string().contains("expired"), "{err}");
+        assert!(lake.value_at(s1.id, b"a").is_err());
+        let err = lake.refresh(s1).await.unwrap_err();
+        assert!(err.to_string().contains("expired"), "{err}");
+        assert_eq!(lake.served(), Some(s1));
+        assert_eq!(lake.counters().lookup_failures, 1);
+
+        // A retained snapshot still serves; compaction keeps the rows.
+        lake.refresh(s2).await.unwrap();
+        assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a0".to_vec()));
+        lake.refresh(s3).await.unwrap();
+        let s4 = lake.compact().unwrap();
+        lake.refresh(s4).await.unwrap();
+        assert_eq!(lake.lookup(b"a").await.unwrap(), Some(b"a1".to_vec()));
+        assert!(lake.refresh(s2).await.is_err());
+        // The empty lake has no files to lose.
+        lake.refresh(LakeSnapshot::default()).await.unwrap();
+        assert_eq!(lake.lookup(b"a").await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -21,15 +21,25 @@
 //! Each stamped test builds its own tokio runtime.
 
 mod continuous;
+mod lake_ahead;
 mod notifications;
 mod ordering;
+mod republish;
 mod restart;
 pub mod support;
 mod tombstones;
 
 pub use continuous::continuous_writer_with_trailing_lake;
+pub use lake_ahead::{
+    lake_ahead_across_restart, lake_ahead_delete_stays_deleted,
+    lake_ahead_overwrite_never_goes_back, lake_ahead_randomised_trailing_applies,
+};
 pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
 pub use ordering::refresh_ordering_under_slow_refresh;
+pub use republish::{
+    republish_same_end_refreshes_lookuper, republish_with_failing_refresh,
+    snapshot_expiry_under_continuous_writes,
+};
 pub use restart::{
     lagging_replica_restart_with_retention_distance, leader_change_with_newer_lake_snapshot,
     leader_change_with_older_lake_snapshot, restart_mid_stream,
@@ -47,10 +57,17 @@ macro_rules! for_each_bucket_scenario {
             values_and_tombstones_across_watermark [] "values and tombstones on both sides of W, before and after cleanup: a reclaimed tombstone stays deleted, a local tombstone wins over the lake",
             repeated_and_out_of_order_notifications [] "repeated and stale lake progress is ignored and counted; W never decreases; clamped progress advances again later",
             refresh_ordering_under_slow_refresh [] "a held refresh keeps W where it was; lookups racing the publish are always right; a W published without refresh is refused, not answered stale",
+            republish_same_end_refreshes_lookuper [] "a newer snapshot at the same end offset refreshes the lookuper without moving W (the old one expired); older and repeated ones are ignored and counted; an id newer but ending earlier is refused",
+            republish_with_failing_refresh [] "a republish whose refresh fails keeps the old snapshot served, publishes nothing and surfaces the error; the retry goes through",
+            snapshot_expiry_under_continuous_writes [] "a continuously written bucket while the lake commits, compacts and expires old snapshots: every lookup is answered from a live snapshot, with the model's answer",
             failed_refresh_leaves_watermark [] "a failed refresh publishes nothing (W, served snapshot, data unchanged); a failing lake lookup is an error",
             restart_mid_stream [Reopen] "close and reopen mid-stream, recover from the committed snapshot, replay from the returned offset, continue: same answers as the model",
             leader_change_with_newer_lake_snapshot [Reopen] "a new leader with an older persisted W adopts the newer lake end (also beyond its applied end) and never serves overtaken local versions",
             lagging_replica_restart_with_retention_distance [Reopen] "a lagging replica with a retention distance recovers past its applied end, replays part of the WAL and restarts: no version the lake overtook or deleted is ever served, before or after the restart",
+            lake_ahead_overwrite_never_goes_back [] "lake progress beyond the applied end: a key the lake overwrote answers the lake's newest version before and after reclaim and after older records are applied",
+            lake_ahead_delete_stays_deleted [] "lake progress beyond the applied end: a key the lake deleted stays deleted when older puts of it are applied",
+            lake_ahead_randomised_trailing_applies [] "applies trailing and leading the lake's commits by a varying amount: every lookup answers the newest WAL version up to the later of the applied end and the lake end",
+            lake_ahead_across_restart [Reopen] "the lake ahead of the applied end across a stop and restart: recovery, replay and every lookup in between answer the newest version",
             leader_change_with_older_lake_snapshot [Reopen] "a new leader given an older lake snapshot keeps its W and refuses lake answers until the lake catches up",
         }
     };

@@ -5,26 +5,10 @@ use std::sync::Arc;
 use engine_api::{Engine, Error};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::Progress;
-use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
+use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot};
 
-use super::support::{self, Wal};
+use super::support::{self, Wal, ignored, published};
 use crate::EngineFactory;
-
-fn published(p: Progress) -> (bool, u64, bool) {
-    match p {
-        Progress::Published {
-            refreshed, update, ..
-        } => (refreshed, update.current, update.moved),
-        Progress::Ignored { watermark } => panic!("ignored at W = {watermark}"),
-    }
-}
-
-fn ignored(p: Progress) -> u64 {
-    match p {
-        Progress::Ignored { watermark } => watermark,
-        Progress::Published { update, .. } => panic!("published {update:?}"),
-    }
-}
 
 /// Repeated and stale notifications are ignored and counted without refreshing the lookuper or
 /// touching `W`; newer ones advance it; a notification beyond the applied end is clamped and,
@@ -34,10 +18,7 @@ pub fn repeated_and_out_of_order_notifications<F: EngineFactory>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x0DD, 150, 24, 6);
     support::runtime().block_on(async {
-        let engine = site.open();
-        let lake = Arc::new(MemoryLake::new());
-        let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
-        bucket.recover(LakeSnapshot::default()).await.unwrap();
+        let (engine, lake, bucket) = support::fresh(&site).await;
         support::write::<F>(&bucket, &lake, &wal, 0, 100).await;
         let s1 = lake.commit(40).unwrap();
         let s2 = lake.commit(60).unwrap();
@@ -90,10 +71,7 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0xFA11, 100, 20, 5);
     support::runtime().block_on(async {
-        let engine = site.open();
-        let lake = Arc::new(MemoryLake::new());
-        let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
-        bucket.recover(LakeSnapshot::default()).await.unwrap();
+        let (engine, lake, bucket) = support::fresh(&site).await;
         support::write::<F>(&bucket, &lake, &wal, 0, 100).await;
         let s1 = support::progress::<F>(&bucket, &lake, 40).await;
         support::reclaim::<F>(&bucket).await;

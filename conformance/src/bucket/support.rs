@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use engine_api::{EngineOptions, Error, Record, WriteBatch};
 use tempfile::TempDir;
-use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
+use tidemark_bucket::{HistoricalBucket, Progress};
 
 use crate::EngineFactory;
 
@@ -289,4 +289,35 @@ pub fn is_lake_error(e: &Error) -> bool {
 /// Bytes as text for messages.
 pub fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A bucket over a new engine in `site` and a new lake, recovered from the empty lake, as most
+/// scenarios start.
+pub async fn fresh<F: EngineFactory>(site: &Site<F>) -> (Arc<F::Engine>, Arc<MemoryLake>, Bucket) {
+    let engine = site.open();
+    let lake = Arc::new(MemoryLake::new());
+    let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
+    bucket
+        .recover(LakeSnapshot::default())
+        .await
+        .unwrap_or_else(|e| panic!("{}: recover a new bucket: {e}", F::NAME));
+    (engine, lake, bucket)
+}
+
+/// `(refreshed, W, moved)` of a published notification; panics on an ignored one.
+pub fn published(p: Progress) -> (bool, u64, bool) {
+    match p {
+        Progress::Published {
+            refreshed, update, ..
+        } => (refreshed, update.current, update.moved),
+        Progress::Ignored { watermark } => panic!("ignored at W = {watermark}"),
+    }
+}
+
+/// The watermark of an ignored notification; panics on a published one.
+pub fn ignored(p: Progress) -> u64 {
+    match p {
+        Progress::Ignored { watermark } => watermark,
+        Progress::Published { update, .. } => panic!("published {update:?}"),
+    }
 }
