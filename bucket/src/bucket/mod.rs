@@ -238,7 +238,10 @@ impl HistoricalBucket {
             }
             LocalLookup::Miss => {}
         }
+        // W first, then the lake end: the served snapshot is recorded before the W it allows is
+        // published, so a lake end read after W is never behind it unless the lookuper really is.
         let watermark = self.engine.watermark();
+        let lake_end = self.served()?.end_offset;
         if lake_end < watermark {
             bump(&self.counters.lake_behind);
             return Err(Error::lake(format!(
