@@ -1,11 +1,11 @@
 //! [`RedbStorage`]: the redb primitives behind the shared disk-engine skeleton.
 
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use engine_api::batch::Record;
+use engine_api::covered::MetaRow;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::sweeper::{self, index_key, index_upper_bound};
+use engine_api::sweeper::{self, index_key};
 use engine_api::{EngineOptions, Result};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, WriteTransaction};
 
@@ -86,6 +86,21 @@ fn put_meta(txn: &WriteTransaction, key: MetaKey, value: u64) -> Result<()> {
     Ok(())
 }
 
+fn put_rows(txn: &WriteTransaction, rows: &[MetaRow]) -> Result<()> {
+    let mut meta = txn.open_table(META).redb()?;
+    for row in rows {
+        match &row.value {
+            Some(value) => {
+                meta.insert(row.name.as_str(), value.as_slice()).redb()?;
+            }
+            None => {
+                meta.remove(row.name.as_str()).redb()?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn durability(sync: bool) -> Durability {
     if sync {
         Durability::Immediate
@@ -116,7 +131,37 @@ impl Storage for RedbStorage {
         Ok(!data.is_empty().redb()? || !index.is_empty().redb()?)
     }
 
-    fn commit(&self, writes: &[&Record], applied_end: u64, sync: bool) -> Result<()> {
+    fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let txn = self.db.begin_read().redb()?;
+        let meta = txn.open_table(META).redb()?;
+        let mut rows = Vec::new();
+        for row in meta.range(prefix..).redb()? {
+            let (name, value) = row.redb()?;
+            if !name.value().starts_with(prefix) {
+                break;
+            }
+            rows.push((name.value().to_owned(), value.value().to_vec()));
+        }
+        Ok(rows)
+    }
+
+    fn write_meta_rows(&self, rows: &[MetaRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut txn = self.db.begin_write().redb()?;
+        txn.set_durability(Durability::None).redb()?;
+        put_rows(&txn, rows)?;
+        txn.commit().redb()
+    }
+
+    fn commit(
+        &self,
+        writes: &[&Record],
+        applied_end: u64,
+        rows: &[MetaRow],
+        sync: bool,
+    ) -> Result<()> {
         let mut txn = self.db.begin_write().redb()?;
         txn.set_durability(durability(sync)).redb()?;
         {
@@ -132,6 +177,7 @@ impl Storage for RedbStorage {
         }
         // Same transaction as the rows: a crash can never separate them.
         put_meta(&txn, MetaKey::AppliedEnd, applied_end)?;
+        put_rows(&txn, rows)?;
         txn.commit().redb()
     }
 
@@ -171,17 +217,6 @@ impl Storage for RedbStorage {
             count: data.len().redb()?,
             exact: true,
         })
-    }
-
-    /// Index rows below `threshold`: an upper bound on covered entries (stale rows count too).
-    fn covered_estimate(&self, threshold: u64) -> Result<u64> {
-        let txn = self.db.begin_read().redb()?;
-        let index = txn.open_table(BY_OFFSET).redb()?;
-        let upper = index_upper_bound(threshold);
-        let rows = index
-            .range::<&[u8]>((Bound::Unbounded, Bound::Excluded(upper.as_slice())))
-            .redb()?;
-        sweeper::count_rows(rows, crate::error::redb_error)
     }
 
     fn flush(&self) -> Result<()> {

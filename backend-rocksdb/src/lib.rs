@@ -16,7 +16,6 @@
 
 mod compact;
 pub mod context;
-pub mod covered;
 pub mod engine;
 pub mod filter;
 pub mod storage;

@@ -7,17 +7,17 @@
 //! version under [`MetaKey::bytes`].
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use engine_api::batch::Record;
+use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
-use engine_api::{Error, Result, sync};
+use engine_api::{Error, Result};
 use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, WriteOptions, properties};
 
 use crate::compact;
 use crate::context::RocksDbContext;
-use crate::covered::CoveredTracker;
 use crate::filter::FilterCounters;
 use crate::rocks_err;
 use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
@@ -41,9 +41,6 @@ pub struct RocksDbStorage {
     /// `reclaim_below` runs.
     filter_threshold: Arc<WatermarkThreshold>,
     filter_counters: Arc<FilterCounters>,
-    /// Covered entries not yet reclaimed, estimated from the offset runs of the commits (a single
-    /// op per call: see [`engine_api::sync`]).
-    covered: Mutex<CoveredTracker>,
 }
 
 impl std::fmt::Debug for RocksDbStorage {
@@ -90,7 +87,6 @@ impl RocksDbStorage {
             context: context.clone(),
             filter_threshold,
             filter_counters,
-            covered: Mutex::new(CoveredTracker::default()),
         })
     }
 
@@ -143,15 +139,21 @@ impl RocksDbStorage {
         self.data_property(properties::LIVE_SST_FILES_SIZE)
     }
 
+    fn add_meta_rows(&self, write: &mut rocksdb::WriteBatch, rows: &[MetaRow]) -> Result<()> {
+        let meta = self.cf(META_CF)?;
+        for row in rows {
+            match &row.value {
+                Some(value) => write.put_cf(meta, row.name.as_bytes(), value),
+                None => write.delete_cf(meta, row.name.as_bytes()),
+            }
+        }
+        Ok(())
+    }
+
     fn cf(&self, name: &str) -> Result<&ColumnFamily> {
         self.db
             .cf_handle(name)
             .ok_or_else(|| Error::backend(BACKEND, format!("column family {name:?} is missing")))
-    }
-
-    fn with_covered<T>(&self, f: impl FnOnce(&mut CoveredTracker) -> T) -> Result<T> {
-        let mut covered = sync::lock(&self.covered, "rocksdb covered estimate")?;
-        Ok(f(&mut covered))
     }
 
     /// The work of one reclaim, with the threshold already in force in the filter: flush, then
@@ -169,7 +171,7 @@ impl RocksDbStorage {
     /// window, and a corrupt entry that a background and the manual compaction both meet is
     /// counted twice. Nothing covered is missed either way: when the call returns, everything
     /// below `threshold` is physically gone.
-    fn reclaim_compaction(&self, threshold: u64) -> Result<ReclaimWork> {
+    fn reclaim_compaction(&self) -> Result<ReclaimWork> {
         let counters_before = self.filter_counters.snapshot();
         self.flush_memtables()?;
         let bytes_before = self.live_sst_bytes()?;
@@ -183,7 +185,6 @@ impl RocksDbStorage {
                 "compaction filter panicked; the entries were kept"
             );
         }
-        self.with_covered(|c| c.reclaimed(threshold))?;
         Ok(ReclaimWork {
             values_removed: delta.removed_values,
             tombstones_removed: delta.removed_tombstones,
@@ -220,14 +221,39 @@ impl Storage for RocksDbStorage {
         Ok(iter.valid())
     }
 
-    fn restored(&self, applied_end: u64) -> Result<()> {
-        // The history of offsets is unknown after a reopen: RocksDB's key estimate spread over
-        // `[0, applied end)` stands in for it.
-        let keys = self.data_property(properties::ESTIMATE_NUM_KEYS)?;
-        self.with_covered(|c| *c = CoveredTracker::seeded(applied_end, keys))
+    fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(META_CF)?);
+        iter.seek(prefix.as_bytes());
+        let mut rows = Vec::new();
+        while let (Some(name), Some(value)) = (iter.key(), iter.value()) {
+            if !name.starts_with(prefix.as_bytes()) {
+                break;
+            }
+            let name = String::from_utf8(name.to_vec())
+                .map_err(|_| Error::corrupt(name, "metadata row name is not UTF-8".to_owned()))?;
+            rows.push((name, value.to_vec()));
+            iter.next();
+        }
+        iter.status().map_err(rocks_err)?;
+        Ok(rows)
     }
 
-    fn commit(&self, writes: &[&Record], applied_end: u64, sync: bool) -> Result<()> {
+    fn write_meta_rows(&self, rows: &[MetaRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut write = rocksdb::WriteBatch::default();
+        self.add_meta_rows(&mut write, rows)?;
+        self.db.write(write).map_err(rocks_err)
+    }
+
+    fn commit(
+        &self,
+        writes: &[&Record],
+        applied_end: u64,
+        rows: &[MetaRow],
+        sync: bool,
+    ) -> Result<()> {
         let data = self.cf(DATA_CF)?;
         let mut write = rocksdb::WriteBatch::default();
         for record in writes {
@@ -239,14 +265,10 @@ impl Storage for RocksDbStorage {
             MetaKey::AppliedEnd.bytes(),
             encode_u64(applied_end),
         );
+        self.add_meta_rows(&mut write, rows)?;
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
-        self.db.write_opt(write, &opts).map_err(rocks_err)?;
-        if let (Some(first), Some(last)) = (writes.first(), writes.last()) {
-            let count = u64::try_from(writes.len()).unwrap_or(u64::MAX);
-            self.with_covered(|c| c.record(first.offset(), last.offset(), count))?;
-        }
-        Ok(())
+        self.db.write_opt(write, &opts).map_err(rocks_err)
     }
 
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
@@ -264,10 +286,10 @@ impl Storage for RocksDbStorage {
     /// filter's own `W − D`.
     fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
         if request.purge {
-            let purge = self.filter_threshold.purge_below(request.threshold);
-            self.reclaim_compaction(purge.threshold())
+            let _purge = self.filter_threshold.purge_below(request.threshold);
+            self.reclaim_compaction()
         } else {
-            self.reclaim_compaction(request.threshold)
+            self.reclaim_compaction()
         }
     }
 
@@ -280,10 +302,6 @@ impl Storage for RocksDbStorage {
             count: self.data_property(properties::ESTIMATE_NUM_KEYS)?,
             exact: false,
         })
-    }
-
-    fn covered_estimate(&self, threshold: u64) -> Result<u64> {
-        self.with_covered(|c| c.estimate(threshold))
     }
 
     fn flush(&self) -> Result<()> {

@@ -12,9 +12,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use engine_api::batch::Record;
+use engine_api::covered::MetaRow;
 use engine_api::disk::meta::{decode_u64, encode_u64};
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::sweeper::{self, index_key, index_upper_bound};
+use engine_api::sweeper::{self, index_key};
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
@@ -206,7 +207,38 @@ impl Storage for SledStorage {
 
     /// One transaction over the three trees: data rows, index rows, the applied end and the
     /// live-count delta. Durable only after [`Storage::after_commit`] flushes.
-    fn commit(&self, writes: &[&Record], applied_end: u64, _sync: bool) -> Result<()> {
+    fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        self.meta
+            .scan_prefix(prefix.as_bytes())
+            .map(|row| {
+                let (name, value) = row.map_err(sled_error)?;
+                let name = String::from_utf8(name.to_vec()).map_err(|_| {
+                    Error::corrupt(&name, "metadata row name is not UTF-8".to_owned())
+                })?;
+                Ok((name, value.to_vec()))
+            })
+            .collect()
+    }
+
+    /// Not flushed: sled makes them durable with the next flush.
+    fn write_meta_rows(&self, rows: &[MetaRow]) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        for row in rows {
+            match &row.value {
+                Some(value) => batch.insert(row.name.as_bytes(), value.as_slice()),
+                None => batch.remove(row.name.as_bytes()),
+            }
+        }
+        self.meta.apply_batch(batch).map_err(sled_error)
+    }
+
+    fn commit(
+        &self,
+        writes: &[&Record],
+        applied_end: u64,
+        meta_rows: &[MetaRow],
+        _sync: bool,
+    ) -> Result<()> {
         // Encoded once, outside the closure: sled may run the closure more than once.
         let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = writes
             .iter()
@@ -226,6 +258,12 @@ impl Storage for SledStorage {
                         index.insert(index_row.as_slice(), &[][..])?;
                     }
                     meta.insert(MetaKey::AppliedEnd.bytes(), &end[..])?;
+                    for row in meta_rows {
+                        match &row.value {
+                            Some(value) => meta.insert(row.name.as_bytes(), value.as_slice())?,
+                            None => meta.remove(row.name.as_bytes())?,
+                        };
+                    }
                     meta::adjust_live(meta, added, 0)?;
                     Ok(added)
                 },
@@ -283,13 +321,6 @@ impl Storage for SledStorage {
             count: self.live_entries.load(Ordering::Acquire),
             exact: true,
         })
-    }
-
-    /// Index rows below `threshold`: covered entries plus stale rows not yet dropped (an upper
-    /// bound).
-    fn covered_estimate(&self, threshold: u64) -> Result<u64> {
-        let upper = index_upper_bound(threshold);
-        sweeper::count_rows(self.by_offset.range(..&upper[..]).keys(), sled_error)
     }
 
     /// An explicit flush promises nothing it has not done: a failure is returned and does not

@@ -64,6 +64,7 @@ macro_rules! for_each_case {
             largest_offset_accepted [] "offset u64::MAX - 1 works end to end (applied end and W of u64::MAX)",
             // persistence
             reopen_restores_data [Reopen] "reopen restores values, tombstones, misses, W and the applied end",
+            covered_estimate_survives_reopen [Reopen] "the covered estimate (stats and reclaimable) survives a reopen and never reads low; a reclaim then removes what it counted",
             watermark_durable_across_reopen [Reopen] "W (advanced or adopted) and the applied end survive reopen on their own",
             replay_after_reopen_is_idempotent [Reopen] "after reopen, replaying the WAL is idempotent",
             reclaim_after_reopen [Reopen] "reclaim after reopen removes exactly the covered entries; they stay gone",

@@ -72,7 +72,7 @@ impl EngineFactory for ReopenableMemoryFactory {
 
 impl Engine for Reopened {
     forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
-        watermark applied_end reclaim reclaim_below flush);
+        watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable);
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
         stats.counters = stats.counters.since(&self.base);
@@ -205,7 +205,7 @@ impl Engine for Mutant {
         self.inner.advance_watermark(w)
     }
 
-    forward_engine!(inner; adopt_lake_watermark applied_end flush);
+    forward_engine!(inner; adopt_lake_watermark applied_end flush reclaimable);
 
     fn watermark(&self) -> u64 {
         self.lowered

@@ -64,6 +64,15 @@ impl Record {
         }
     }
 
+    /// Bytes the record occupies stored: its key plus its encoded value.
+    pub fn stored_len(&self) -> u64 {
+        let value = match self {
+            Record::Put { value, .. } => value.len(),
+            Record::Delete { .. } => 0,
+        };
+        (self.key().len() + crate::codec::HEADER_LEN + value) as u64
+    }
+
     /// The record encoded in the stored value format.
     pub fn encoded_value(&self) -> Vec<u8> {
         match self {

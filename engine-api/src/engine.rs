@@ -6,7 +6,7 @@ use crate::batch::{Record, WriteBatch};
 use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use crate::stats::EngineStats;
+use crate::stats::{EngineStats, Reclaimable};
 
 /// A bucket's local key-value state, tagged with WAL offsets and reclaimed below a watermark.
 ///
@@ -37,6 +37,14 @@ pub trait Engine: Send + Sync {
 
     /// Whatever is stored locally for `key`, covered or not.
     fn lookup(&self, key: &[u8]) -> Result<LocalLookup>;
+
+    /// [`lookup`](Self::lookup) if it can answer without blocking for long (from memory or a
+    /// cache), `None` if it might block on storage: async callers then run `lookup` on a
+    /// blocking thread. The default always says `None`.
+    fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
+        let _ = key;
+        Ok(None)
+    }
 
     /// Raises the watermark to `min(w, applied end)` and makes it durable before returning.
     /// `w <= W` changes nothing and says so. Does not reclaim.
@@ -69,6 +77,11 @@ pub trait Engine: Send + Sync {
     /// Sizes, estimates and counters.
     fn stats(&self) -> Result<EngineStats>;
 
+    /// What `reclaim()` would find now: covered entries and bytes (never low) beside everything
+    /// stored. Cheap and non-blocking (no scan, no I/O), so a scheduler can decide from it
+    /// whether a reclaim pays for itself.
+    fn reclaimable(&self) -> Result<Reclaimable>;
+
     /// Makes every returned write durable (useful with `sync_writes = false`).
     fn flush(&self) -> Result<()>;
 }
@@ -97,7 +110,7 @@ pub trait OpenEngine: Engine + Sized {
 ///
 /// impl Engine for Quiet {
 ///     forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
-///         watermark applied_end reclaim reclaim_below flush);
+///         watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable);
 ///     fn stats(&self) -> Result<EngineStats> {
 ///         Ok(EngineStats { counters: Default::default(), ..self.inner.stats()? })
 ///     }
@@ -112,7 +125,8 @@ pub trait OpenEngine: Engine + Sized {
 macro_rules! forward_engine {
     ($target:tt) => {
         $crate::forward_engine!($target; backend_name apply lookup advance_watermark
-            adopt_lake_watermark watermark applied_end reclaim reclaim_below stats flush);
+            adopt_lake_watermark watermark applied_end reclaim reclaim_below stats flush
+            lookup_inline reclaimable);
     };
     ($target:tt; $($method:ident)*) => {
         $( $crate::forward_engine!(@one $target $method); )*
@@ -172,6 +186,16 @@ macro_rules! forward_engine {
     (@one $t:tt flush) => {
         fn flush(&self) -> $crate::Result<()> {
             $crate::forward_engine!(@to self $t).flush()
+        }
+    };
+    (@one $t:tt lookup_inline) => {
+        fn lookup_inline(&self, key: &[u8]) -> $crate::Result<Option<$crate::LocalLookup>> {
+            $crate::forward_engine!(@to self $t).lookup_inline(key)
+        }
+    };
+    (@one $t:tt reclaimable) => {
+        fn reclaimable(&self) -> $crate::Result<$crate::Reclaimable> {
+            $crate::forward_engine!(@to self $t).reclaimable()
         }
     };
 }

@@ -11,6 +11,7 @@
 
 pub mod batch;
 pub mod codec;
+pub mod covered;
 pub mod disk;
 pub mod engine;
 pub mod error;
@@ -32,4 +33,4 @@ pub use handle::EngineHandle;
 pub use memory::MemoryEngine;
 pub use options::EngineOptions;
 pub use outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-pub use stats::{CounterSnapshot, EngineCounters, EngineStats};
+pub use stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};

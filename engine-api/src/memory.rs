@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use crate::batch::{Record, WriteBatch, validate_key};
 use crate::codec::{self, Decoded};
+use crate::covered::CoveredRuns;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use crate::stats::{EngineCounters, EngineStats};
+use crate::stats::{EngineCounters, EngineStats, Reclaimable};
 use crate::sync;
 use crate::watermark::{plan_adopt, plan_advance, plan_apply, reclaim_threshold};
 
@@ -21,6 +22,8 @@ struct State {
     data: BTreeMap<Vec<u8>, Vec<u8>>,
     watermark: u64,
     applied_end: u64,
+    /// The same incremental accounting the disk engines keep, for `reclaimable`.
+    covered: CoveredRuns,
 }
 
 /// The reference engine. Nothing is persisted: it cannot be reopened.
@@ -106,6 +109,8 @@ impl MemoryEngine {
                 }
             });
         report.bytes_after = stored_bytes(&state.data);
+        // Nothing persists here: the rows the disk engines write are dropped.
+        let _rows = state.covered.reclaimed(threshold);
         report.duration = started.elapsed();
         self.counters.record_reclaim(&report);
         Ok(report)
@@ -144,6 +149,7 @@ impl Engine for MemoryEngine {
             state.data.insert(record.key().to_vec(), stored);
         }
         state.applied_end = plan.outcome.applied_end;
+        let _rows = state.covered.record_writes(&plan.writes);
         self.counters.record_apply(&plan.outcome);
         Ok(plan.outcome)
     }
@@ -190,11 +196,9 @@ impl Engine for MemoryEngine {
     fn stats(&self) -> Result<EngineStats> {
         let state = self.read()?;
         let threshold = reclaim_threshold(state.watermark, self.options.retention_distance);
-        let covered_estimate = state
-            .data
-            .iter()
-            .filter(|(k, v)| codec::decode(k, v).is_ok_and(|d| d.offset() < threshold))
-            .count() as u64;
+        // The same accounting as `reclaimable` (and the disk engines): counted per version
+        // written, so overwritten versions count until a reclaim passes them.
+        let covered_estimate = state.covered.below(threshold).entries;
         Ok(EngineStats {
             watermark: state.watermark,
             applied_end: state.applied_end,
@@ -204,6 +208,21 @@ impl Engine for MemoryEngine {
             covered_estimate,
             counters: self.counters.snapshot(),
         })
+    }
+
+    fn reclaimable(&self) -> Result<Reclaimable> {
+        let state = self.read()?;
+        let threshold = reclaim_threshold(state.watermark, self.options.retention_distance);
+        Ok(Reclaimable {
+            threshold,
+            covered: state.covered.below(threshold),
+            stored: state.covered.total(),
+        })
+    }
+
+    fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
+        // Memory never blocks on storage.
+        self.lookup(key).map(Some)
     }
 
     fn flush(&self) -> Result<()> {

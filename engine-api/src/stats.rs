@@ -105,3 +105,27 @@ pub struct EngineStats {
     /// Counters since open.
     pub counters: CounterSnapshot,
 }
+
+/// What a reclaim would find now, read in O(1) from state the engine keeps incrementally (see
+/// [`Engine::reclaimable`](crate::Engine::reclaimable)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reclaimable {
+    /// The threshold `reclaim()` would apply now (`W − D`).
+    pub threshold: u64,
+    /// Entries below the threshold not yet reclaimed, and their bytes (never low).
+    pub covered: crate::covered::Covered,
+    /// Every entry stored, and its bytes, as the same accounting sees them.
+    pub stored: crate::covered::Covered,
+}
+
+impl Reclaimable {
+    /// Covered bytes ÷ stored bytes (0 for an empty store): the share of the store a reclaim
+    /// would remove, which bounds the bytes an LSM compaction rewrites per byte it reclaims.
+    pub fn garbage_ratio(&self) -> f64 {
+        if self.stored.bytes == 0 {
+            return 0.0;
+        }
+        // u64 → f64 loses precision only beyond 2^53 bytes, irrelevant for a ratio.
+        self.covered.bytes as f64 / self.stored.bytes as f64
+    }
+}

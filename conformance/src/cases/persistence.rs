@@ -28,6 +28,47 @@ pub fn reopen_restores_data<F: EngineFactory>(factory: F) {
     assert_eq!((s.watermark, s.applied_end), (3, 6));
 }
 
+/// The covered estimate survives a reopen and never reads low: keys at offsets 0..=9 and one at
+/// 1,000,000 (in one batch and, on a second key range, as separate commits), reopen, `W = 10`:
+/// at least the ten covered entries are estimated, in `stats` and in `reclaimable`, and a reclaim
+/// removes them.
+pub fn covered_estimate_survives_reopen<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    let e = h.engine();
+    let mut one = batch((0..10).map(|i| Record::put(format!("a{i}"), b"v".to_vec(), i)));
+    one.put("far", "v", 1_000_000);
+    e.apply(&one).unwrap();
+    for i in 0..10 {
+        e.put(format!("b{i}").as_bytes(), b"v", 2_000_000 + i)
+            .unwrap();
+    }
+    e.put(b"farther", b"v", 3_000_000).unwrap();
+    let e = h.reopen();
+    e.advance_watermark(10).unwrap();
+    let estimate = e.stats().unwrap().covered_estimate;
+    let reclaimable = e.reclaimable().unwrap();
+    assert!(
+        estimate >= 10,
+        "covered estimate {estimate} reads low after reopen"
+    );
+    assert_eq!(reclaimable.covered.entries, estimate);
+    assert!(reclaimable.covered.bytes > 0 && reclaimable.stored.bytes >= reclaimable.covered.bytes);
+    assert!(reclaimable.stored.entries >= 22, "{reclaimable:?}");
+    assert_eq!(e.reclaim().unwrap().values_removed, 10);
+    assert_eq!(e.stats().unwrap().covered_estimate, 0);
+
+    // Separate commits are counted exactly, across another reopen.
+    e.advance_watermark(2_000_005).unwrap();
+    let e = h.reopen();
+    assert_eq!(
+        e.stats().unwrap().covered_estimate,
+        6,
+        "far@1000000 and b0..=b4"
+    );
+    assert_eq!(e.reclaim().unwrap().values_removed, 6);
+    assert_eq!(e.reclaimable().unwrap().covered.entries, 0);
+}
+
 /// The watermark is durable on its own (no write after it), including an adopted watermark
 /// above the applied end; the applied end survives with gaps in the offsets.
 pub fn watermark_durable_across_reopen<F: EngineFactory>(factory: F) {

@@ -18,12 +18,13 @@ use std::time::Instant;
 
 use crate::batch::{WriteBatch, validate_key};
 use crate::codec;
+use crate::covered::{self, CoveredRuns};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::layout;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use crate::stats::{EngineCounters, EngineStats};
+use crate::stats::{EngineCounters, EngineStats, Reclaimable};
 use crate::sweeper::SweepTotals;
 use crate::sync;
 use crate::watermark::{ProgressCell, reclaim_threshold};
@@ -59,6 +60,9 @@ pub struct DiskEngine<S: Storage> {
     /// Serialises reclaims (never held by writers).
     reclaimer: Mutex<()>,
     last_sweep: Mutex<Option<SweepTotals>>,
+    /// Covered entries and bytes, kept incrementally and persisted with the commits (see
+    /// [`crate::covered`]).
+    covered: Mutex<CoveredRuns>,
     counters: EngineCounters,
 }
 
@@ -109,7 +113,7 @@ impl<S: Storage> DiskEngine<S> {
         // Nothing reads the cell before `open` returns but the storage's own readers, which
         // must see the restored (durable) watermark from here on.
         progress.restore(restored.watermark, restored.applied_end);
-        storage.restored(restored.applied_end)?;
+        let covered = restore_covered(&storage, dir, restored.applied_end)?;
         Ok(DiskEngine {
             storage,
             dir: dir.to_path_buf(),
@@ -118,6 +122,7 @@ impl<S: Storage> DiskEngine<S> {
             writer: Mutex::new(()),
             reclaimer: Mutex::new(()),
             last_sweep: Mutex::new(None),
+            covered: Mutex::new(covered),
             counters: EngineCounters::default(),
         })
     }
@@ -169,6 +174,10 @@ impl<S: Storage> DiskEngine<S> {
         sync::lock(&self.reclaimer, "engine reclaimer")
     }
 
+    fn lock_covered(&self) -> Result<MutexGuard<'_, CoveredRuns>> {
+        sync::lock(&self.covered, "engine covered runs")
+    }
+
     fn threshold(&self) -> u64 {
         reclaim_threshold(self.progress.watermark(), self.options.retention_distance)
     }
@@ -185,6 +194,13 @@ impl<S: Storage> DiskEngine<S> {
         let started = Instant::now();
         let threshold = threshold_of(self.progress.watermark());
         let work = self.storage.reclaim(ReclaimRequest { threshold, purge })?;
+        let rows = self.lock_covered()?.reclaimed(threshold);
+        if let Err(e) = self.storage.write_meta_rows(&rows) {
+            // The reclaim itself succeeded; stale rows only make the estimate high after a
+            // reopen, until the next reclaim trims them again.
+            tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
+                "could not trim the persisted covered runs");
+        }
         let report = ReclaimReport {
             threshold,
             values_removed: work.values_removed,
@@ -228,8 +244,10 @@ impl<S: Storage> Engine for DiskEngine<S> {
         let plan = self.progress.plan_apply(batch)?;
         if plan.advances(applied_end) {
             let sync = self.options.sync_writes;
+            // Recorded before the commit: if the commit fails the estimate is high, never low.
+            let rows = self.lock_covered()?.record_writes(&plan.writes);
             self.storage
-                .commit(&plan.writes, plan.outcome.applied_end, sync)?;
+                .commit(&plan.writes, plan.outcome.applied_end, &rows, sync)?;
             // Committed and visible: publish before `after_commit`, so memory matches storage
             // even when making it durable fails (which then fails the storage).
             self.progress.publish_applied_end(plan.outcome.applied_end);
@@ -292,8 +310,18 @@ impl<S: Storage> Engine for DiskEngine<S> {
             bytes_on_disk: self.storage.bytes_on_disk()?,
             live_entries: live.count,
             live_entries_exact: live.exact,
-            covered_estimate: self.storage.covered_estimate(self.threshold())?,
+            covered_estimate: self.lock_covered()?.below(self.threshold()).entries,
             counters: self.counters.snapshot(),
+        })
+    }
+
+    fn reclaimable(&self) -> Result<Reclaimable> {
+        let threshold = self.threshold();
+        let covered = self.lock_covered()?;
+        Ok(Reclaimable {
+            threshold,
+            covered: covered.below(threshold),
+            stored: covered.total(),
         })
     }
 
@@ -301,4 +329,32 @@ impl<S: Storage> Engine for DiskEngine<S> {
         self.storage.check_usable()?;
         self.storage.flush()
     }
+}
+
+/// The covered runs of a store being opened: its persisted rows, or, when it has none (written
+/// before runs were persisted) or a damaged one, an upper bound over `[0, applied end)` that is
+/// persisted at once.
+fn restore_covered<S: Storage>(storage: &S, dir: &Path, applied_end: u64) -> Result<CoveredRuns> {
+    let rows = storage.read_meta_rows(covered::ROW_PREFIX)?;
+    let had_rows = !rows.is_empty();
+    if let Some(runs) = CoveredRuns::restore(rows) {
+        if had_rows || applied_end == 0 {
+            return Ok(runs);
+        }
+    } else {
+        tracing::warn!(backend = S::BACKEND, dir = %dir.display(),
+            "damaged covered-run rows; estimating covered entries from the store's size");
+    }
+    let live = storage.live_entries()?;
+    let (runs, mut rows) = CoveredRuns::seeded(applied_end, live.count, storage.bytes_on_disk()?);
+    // Replace whatever rows were there (damaged ones included) with the seed.
+    let stale = storage.read_meta_rows(covered::ROW_PREFIX)?;
+    rows.splice(
+        0..0,
+        stale
+            .into_iter()
+            .map(|(name, _)| covered::MetaRow { name, value: None }),
+    );
+    storage.write_meta_rows(&rows)?;
+    Ok(runs)
 }

@@ -1,6 +1,7 @@
 //! [`Storage`]: the primitives a disk backend supplies to [`DiskEngine`](super::DiskEngine).
 
 use crate::batch::Record;
+use crate::covered::MetaRow;
 use crate::error::Result;
 use crate::sweeper::SweepTotals;
 
@@ -63,19 +64,24 @@ pub trait Storage: Send + Sync + 'static {
     /// damaged).
     fn holds_data(&self) -> Result<bool>;
 
-    /// Called once at open, after the metadata is restored (and before the engine is returned),
-    /// with the restored applied end: a storage that keeps in-memory state derived from it (an
-    /// estimate seeded from the store) sets it up here. The default does nothing.
-    fn restored(&self, applied_end: u64) -> Result<()> {
-        let _ = applied_end;
-        Ok(())
-    }
+    /// The metadata rows whose names start with `prefix`, in name order (the covered runs).
+    fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>>;
 
-    /// Writes `writes` (their encoded values, and whatever index rows the storage keeps) and the
-    /// new `applied_end` in **one atomic write**: after a crash either all of it is there or none.
-    /// With `sync` the write is durable when this returns, unless the storage makes it durable in
-    /// [`Self::after_commit`].
-    fn commit(&self, writes: &[&Record], applied_end: u64, sync: bool) -> Result<()>;
+    /// Writes (or, for `value: None`, deletes) metadata rows, without making them durable: the
+    /// rows a reclaim trims from the covered runs, whose loss only makes the estimate high.
+    fn write_meta_rows(&self, rows: &[MetaRow]) -> Result<()>;
+
+    /// Writes `writes` (their encoded values, and whatever index rows the storage keeps), the
+    /// new `applied_end` and the metadata `rows` (the covered runs this commit changes) in **one
+    /// atomic write**: after a crash either all of it is there or none. With `sync` the write is
+    /// durable when this returns, unless the storage makes it durable in [`Self::after_commit`].
+    fn commit(
+        &self,
+        writes: &[&Record],
+        applied_end: u64,
+        rows: &[MetaRow],
+        sync: bool,
+    ) -> Result<()>;
 
     /// Called after a commit that succeeded, once the engine has published its applied end. A
     /// storage whose commit becomes visible before it is durable (sled) makes it durable here
@@ -97,10 +103,6 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Entries stored.
     fn live_entries(&self) -> Result<LiveEntries>;
-
-    /// An estimate (an upper bound where the storage can only bound it) of entries below
-    /// `threshold` not yet reclaimed.
-    fn covered_estimate(&self, threshold: u64) -> Result<u64>;
 
     /// Makes every write returned so far durable.
     fn flush(&self) -> Result<()>;
