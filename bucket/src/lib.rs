@@ -13,4 +13,6 @@ pub mod scheduler;
 
 pub use bucket::{BucketStats, HistoricalBucket, Progress};
 pub use lake::{LakeLookuper, LakeSnapshot, MemoryLake};
-pub use scheduler::{BucketId, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats};
+pub use scheduler::{
+    BucketId, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
+};

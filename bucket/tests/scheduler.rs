@@ -17,7 +17,7 @@ use engine_api::{
     Engine, EngineOptions, Error, MemoryEngine, ReclaimReport, Result, WriteBatch, forward_engine,
 };
 use tidemark_bucket::scheduler::Requested;
-use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
+use tidemark_bucket::{BucketId, ReclaimPolicy, ReclaimScheduler, SchedulerConfig};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -314,6 +314,32 @@ async fn buckets_below_min_reclaimable_are_skipped() {
     let s = sched.bucket_stats(A).unwrap();
     assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 8));
     assert_eq!(engine.stats().unwrap().covered_estimate, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn compaction_policy_waits_for_the_garbage_ratio() {
+    let probe = Probe::new();
+    // Ten equal-sized entries, three covered: a garbage ratio of 0.3.
+    let engine = FakeEngine::filled(&probe, 10, 3);
+    let sched = scheduler(config().with_policy("fake", ReclaimPolicy::COMPACTION));
+    sched.register(A, engine.clone()).unwrap();
+    let r = engine.reclaimable().unwrap();
+    assert!((r.garbage_ratio() - 0.3).abs() < 1e-9, "{r:?}");
+
+    sched.request(A).unwrap();
+    settle().await;
+    assert_eq!(sched.bucket_stats(A).unwrap().skipped, 1);
+    assert_eq!(engine.attempts(), 0, "below the ratio: no reclaim");
+
+    // Half the bytes covered: the ratio is reached and the reclaim runs.
+    engine.advance_watermark(5).unwrap();
+    sched.request(A).unwrap();
+    settle().await;
+    let s = sched.bucket_stats(A).unwrap();
+    assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 5));
+    assert_eq!(engine.reclaimable().unwrap().covered.entries, 0);
+    // Another backend kind keeps the sweeping default.
+    assert_eq!(SchedulerConfig::default().policy_for("sled"), ReclaimPolicy::SWEEP);
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use super::policy::ReclaimPolicy;
+
 /// How the [`super::ReclaimScheduler`] paces reclaims. `Default` gives the documented defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct SchedulerConfig {
     /// A bucket is reclaimed at most once per this interval, measured between run starts.
@@ -11,11 +13,16 @@ pub struct SchedulerConfig {
     pub min_interval: Duration,
     /// At most this many reclaims run at once across all buckets (at least 1). Default 2.
     pub max_concurrent: usize,
-    /// A request for a bucket whose `stats().covered_estimate` is below this is served by
-    /// skipping the reclaim (counted as `skipped`); the bucket is looked at again on its next
-    /// request, which the next watermark move makes. 0 never skips (and never asks for stats).
-    /// Default 1.
-    pub min_reclaimable: u64,
+    /// When a reclaim pays for itself, for backends without an entry in `policies`: a request
+    /// whose [`Engine::reclaimable`](engine_api::Engine::reclaimable) estimate fails the policy
+    /// is served by skipping the reclaim (counted as `skipped`); the bucket is looked at again
+    /// on its next request, which the next watermark move makes. Default
+    /// [`ReclaimPolicy::SWEEP`] (run once one entry is covered).
+    pub default_policy: ReclaimPolicy,
+    /// Policies by backend name ([`Engine::backend_name`](engine_api::Engine::backend_name)).
+    /// Default: `rocksdb` → [`ReclaimPolicy::COMPACTION`] (run once half the bucket's bytes are
+    /// covered), because each of its reclaims rewrites the bucket's live data.
+    pub policies: Vec<(&'static str, ReclaimPolicy)>,
     /// Backoff before the first retry of a failed reclaim; doubled for each further retry.
     /// Default 100 ms.
     pub retry_backoff_base: Duration,
@@ -31,7 +38,8 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             min_interval: Duration::from_secs(1),
             max_concurrent: 2,
-            min_reclaimable: 1,
+            default_policy: ReclaimPolicy::SWEEP,
+            policies: vec![("rocksdb", ReclaimPolicy::COMPACTION)],
             retry_backoff_base: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(10),
             max_retries: 5,
@@ -52,10 +60,35 @@ impl SchedulerConfig {
         self
     }
 
-    /// Sets the covered-entry estimate below which a bucket is skipped.
+    /// Sets the covered-entry count below which a bucket is skipped, in every policy (0 with a
+    /// garbage ratio of 0 never skips).
     pub fn with_min_reclaimable(mut self, entries: u64) -> Self {
-        self.min_reclaimable = entries;
+        self.default_policy.min_entries = entries;
+        for (_, policy) in &mut self.policies {
+            policy.min_entries = entries;
+        }
         self
+    }
+
+    /// Sets the policy of one backend kind (replacing its previous one).
+    pub fn with_policy(mut self, backend: &'static str, policy: ReclaimPolicy) -> Self {
+        self.policies.retain(|(name, _)| *name != backend);
+        self.policies.push((backend, policy));
+        self
+    }
+
+    /// Sets the policy of backends without their own.
+    pub fn with_default_policy(mut self, policy: ReclaimPolicy) -> Self {
+        self.default_policy = policy;
+        self
+    }
+
+    /// The policy that applies to `backend`.
+    pub fn policy_for(&self, backend: &str) -> ReclaimPolicy {
+        self.policies
+            .iter()
+            .find(|(name, _)| *name == backend)
+            .map_or(self.default_policy, |(_, policy)| *policy)
     }
 
     /// Sets the retry backoff: `base * 2^retry`, capped at `max`.
@@ -100,5 +133,18 @@ mod tests {
             SchedulerConfig::default().with_max_concurrent(0).permits(),
             1
         );
+    }
+
+    #[test]
+    fn policies_by_backend_kind() {
+        let c = SchedulerConfig::default();
+        assert_eq!(c.policy_for("rocksdb"), ReclaimPolicy::COMPACTION);
+        assert_eq!(c.policy_for("sled"), ReclaimPolicy::SWEEP);
+        let c = c
+            .with_min_reclaimable(0)
+            .with_policy("sled", ReclaimPolicy::COMPACTION);
+        assert_eq!(c.policy_for("rocksdb").min_entries, 0);
+        assert_eq!(c.policy_for("sled"), ReclaimPolicy::COMPACTION);
+        assert!(c.policy_for("redb").never_skips());
     }
 }

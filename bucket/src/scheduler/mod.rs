@@ -3,11 +3,13 @@
 //! Each registered bucket gets one worker task. [`ReclaimScheduler::request`] only flips the
 //! bucket's "waiting" flag and wakes the worker, so it never blocks; the worker serialises the
 //! bucket's reclaims (at most one running and one waiting), spaces their starts by
-//! `min_interval`, shares `max_concurrent` permits with every other bucket, skips buckets with
-//! fewer than `min_reclaimable` covered entries, runs `Engine::reclaim` on a blocking thread and
-//! retries failures with exponential backoff.
+//! `min_interval`, skips buckets whose reclaim would not pay for itself (the backend kind's
+//! [`ReclaimPolicy`], read from the O(1) `Engine::reclaimable` before taking a permit), shares
+//! `max_concurrent` permits with every other bucket, runs `Engine::reclaim` on a blocking thread
+//! and retries failures with exponential backoff.
 
 mod config;
+mod policy;
 mod slot;
 mod stats;
 mod worker;
@@ -25,6 +27,7 @@ use engine_api::error::{Error, Result};
 use engine_api::handle::EngineHandle;
 
 pub use config::SchedulerConfig;
+pub use policy::ReclaimPolicy;
 pub use slot::Requested;
 pub use stats::{BucketId, ReclaimStats, SchedulerStats};
 
@@ -158,7 +161,7 @@ impl ReclaimScheduler {
     }
 
     /// Waits until bucket `id` has no reclaim running or waiting: every request made before the
-    /// call has been served (run, skipped below `min_reclaimable`, given up after retries, or
+    /// call has been served (run, skipped by the policy, given up after retries, or
     /// dropped by a stop). A request made meanwhile extends the wait. Returns at once for an
     /// unknown bucket. Useful before a final measurement or a graceful handover.
     pub async fn settled(&self, id: BucketId) {

@@ -25,7 +25,8 @@ pub struct ReclaimStats {
     pub coalesced: u64,
     /// Reclaims that completed successfully.
     pub runs: u64,
-    /// Requests dropped because the covered estimate was below `min_reclaimable`.
+    /// Requests served by skipping the reclaim: it would not pay for itself under the bucket's
+    /// [`ReclaimPolicy`](super::ReclaimPolicy).
     pub skipped: u64,
     /// Failed reclaim attempts (each retry that fails counts again).
     pub failed: u64,

@@ -8,6 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
 use super::config::SchedulerConfig;
+use super::policy::Verdict;
 use super::slot::Slot;
 use super::stats::Event;
 use engine_api::Engine;
@@ -68,19 +69,20 @@ impl Worker {
                     () = sleep_until(due) => {}
                 }
             }
+            if !slot.take_pending() {
+                // A stale wake-up: the request it announced was served by an earlier run.
+                continue;
+            }
+            // Decided before taking a permit: a skipped bucket never holds up the others.
+            if not_worth_it(&slot, &config) {
+                continue;
+            }
             let permit = tokio::select! {
                 biased;
                 () = stopped(&mut stop) => break,
                 permit = Arc::clone(&permits).acquire_owned() => permit,
             };
             let Ok(permit) = permit else { break };
-            if !slot.take_pending() {
-                // A stale wake-up: the request it announced was served by an earlier run.
-                continue;
-            }
-            if below_threshold(&slot, &config).await {
-                continue;
-            }
             last_start = Some(Instant::now());
             if let Flow::Stop = reclaim(&slot, &config, &permits, &mut stop, permit).await {
                 break;
@@ -103,33 +105,36 @@ async fn sleep_until(due: Option<Instant>) {
     }
 }
 
-/// Whether the bucket has too few covered entries to be worth a reclaim (counted as skipped).
-async fn below_threshold(slot: &Slot, config: &SchedulerConfig) -> bool {
-    if config.min_reclaimable == 0 {
+/// Whether the bucket's reclaim would not pay for itself under its backend's policy (counted as
+/// skipped). Reads the engine's O(1) estimate inline: `Engine::reclaimable` does no I/O.
+fn not_worth_it(slot: &Slot, config: &SchedulerConfig) -> bool {
+    let policy = config.policy_for(slot.engine.backend_name());
+    if policy.never_skips() {
         return false;
     }
-    let engine = slot.engine.clone();
-    match tokio::task::spawn_blocking(move || engine.stats()).await {
-        Ok(Ok(stats)) if stats.covered_estimate < config.min_reclaimable => {
-            slot.tally.count(Event::Skipped);
-            tracing::debug!(
-                bucket = %slot.id,
-                covered_estimate = stats.covered_estimate,
-                min_reclaimable = config.min_reclaimable,
-                "reclaim skipped: too few covered entries"
-            );
-            true
-        }
-        Ok(Ok(_)) => false,
-        Ok(Err(e)) => {
-            tracing::warn!(bucket = %slot.id, error = %e, "stats failed; reclaiming anyway");
-            false
-        }
+    let reclaimable = match slot.engine.reclaimable() {
+        Ok(r) => r,
         Err(e) => {
-            tracing::warn!(bucket = %slot.id, error = %e, "stats task failed; reclaiming anyway");
-            false
+            tracing::warn!(bucket = %slot.id, error = %e, "reclaim estimate failed; reclaiming anyway");
+            return false;
         }
+    };
+    let verdict = policy.verdict(&reclaimable);
+    if verdict == Verdict::Run {
+        return false;
     }
+    slot.tally.count(Event::Skipped);
+    tracing::debug!(
+        bucket = %slot.id,
+        covered_entries = reclaimable.covered.entries,
+        covered_bytes = reclaimable.covered.bytes,
+        stored_bytes = reclaimable.stored.bytes,
+        min_entries = policy.min_entries,
+        min_garbage_ratio = policy.min_garbage_ratio,
+        ?verdict,
+        "reclaim skipped: it would not pay for itself yet"
+    );
+    true
 }
 
 /// One reclaim run: attempts on a blocking thread, retried with exponential backoff. The permit
