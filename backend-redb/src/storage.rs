@@ -202,6 +202,7 @@ impl Storage for RedbStorage {
             corrupt_kept: totals.corrupt_kept,
             bytes_before,
             bytes_after: self.file_bytes()?,
+            bytes_rewritten: None,
             sweep: Some(totals),
         })
     }

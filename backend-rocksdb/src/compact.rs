@@ -105,7 +105,7 @@ fn unmet_runs(files: &[LiveFile], before: &HashSet<String>) -> Vec<Run> {
 }
 
 /// The live table files of the column family named `cf_name`.
-fn table_files(db: &DB, cf_name: &str) -> Result<Vec<LiveFile>> {
+pub(crate) fn table_files(db: &DB, cf_name: &str) -> Result<Vec<LiveFile>> {
     let mut files = db.live_files().map_err(rocks_err)?;
     files.retain(|f| f.column_family_name == cf_name);
     Ok(files)

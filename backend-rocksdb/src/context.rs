@@ -42,6 +42,12 @@ pub struct ContextOptions {
     pub max_background_jobs_per_bucket: u32,
     /// Table files one bucket keeps open (default 64), bounding file descriptors per bucket.
     pub max_open_files_per_bucket: u32,
+    /// Age after which RocksDB compacts a table file again on its own, in seconds (default one
+    /// day; 0 turns it off). The scheduler reclaims a bucket only once enough of it is covered,
+    /// and background compactions rarely reach the bottom level, so without this covered entries
+    /// in old bottom files could linger indefinitely; periodic compaction runs the watermark
+    /// filter over every file at least this often.
+    pub periodic_compaction_secs: u64,
 }
 
 impl Default for ContextOptions {
@@ -55,6 +61,7 @@ impl Default for ContextOptions {
             flush_threads: 1,
             max_background_jobs_per_bucket: 2,
             max_open_files_per_bucket: 64,
+            periodic_compaction_secs: 24 * 60 * 60,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! compaction filter. Column family `meta` holds the watermark, the applied end and the format
 //! version under [`MetaKey::bytes`].
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -66,6 +67,7 @@ impl RocksDbStorage {
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         let mut data_opts = context.options();
+        data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
         data_opts.set_compaction_filter_factory(
             watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
                 .with_counters(Arc::clone(&filter_counters)),
@@ -175,9 +177,21 @@ impl RocksDbStorage {
         let counters_before = self.filter_counters.snapshot();
         self.flush_memtables()?;
         let bytes_before = self.live_sst_bytes()?;
+        let files_before: HashSet<String> = compact::table_files(&self.db, DATA_CF)?
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
         compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)?;
         let delta = self.filter_counters.snapshot().since(&counters_before);
         let bytes_after = self.live_sst_bytes()?;
+        // What the compaction wrote, from RocksDB's own file metadata: every live table file
+        // that did not exist once the flush was done is one of its outputs (or, rarely, of a
+        // background compaction in the same window, which this reclaim's flush may have set off).
+        let bytes_rewritten = compact::table_files(&self.db, DATA_CF)?
+            .into_iter()
+            .filter(|f| !files_before.contains(&f.name))
+            .map(|f| f.size as u64)
+            .sum();
         if delta.panics > 0 {
             tracing::error!(
                 panics = delta.panics,
@@ -191,6 +205,7 @@ impl RocksDbStorage {
             corrupt_kept: delta.kept_corrupt,
             bytes_before,
             bytes_after,
+            bytes_rewritten: Some(bytes_rewritten),
             sweep: None,
         })
     }

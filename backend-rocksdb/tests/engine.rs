@@ -408,3 +408,71 @@ fn reclaim_counts_what_the_compaction_its_flush_triggers_removes() {
     assert_eq!(engine.lookup(b"k0").unwrap(), LocalLookup::Miss);
     assert_eq!(engine.lookup(b"k1").unwrap(), LocalLookup::Miss);
 }
+
+#[test]
+fn reclaim_reports_the_bytes_its_compaction_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine =
+        RocksDbEngine::open(tmp.path(), EngineOptions::default().with_sync_writes(false)).unwrap();
+    let batch: engine_api::WriteBatch = (0..2_000u64)
+        .map(|i| engine_api::Record::put(format!("key-{i:05}"), vec![i as u8; 100], i))
+        .collect();
+    engine.apply(&batch).unwrap();
+    engine.compact_to_bottom().unwrap();
+
+    // A tenth covered: the compaction rewrites the nine tenths that stay.
+    engine.advance_watermark(200).unwrap();
+    let small = engine.reclaim().unwrap();
+    assert_eq!(small.values_removed, 200);
+    let rewritten = small
+        .bytes_rewritten
+        .expect("RocksDB measures what it rewrites");
+    assert!(
+        rewritten >= small.bytes_after / 2 && rewritten <= small.bytes_before,
+        "{small:?}"
+    );
+
+    // Everything covered: nothing is left to rewrite.
+    engine.advance_watermark(2_000).unwrap();
+    let all = engine.reclaim().unwrap();
+    assert_eq!(all.values_removed, 1_800);
+    assert!(all.bytes_rewritten.unwrap() < rewritten / 4, "{all:?}");
+    let counters = engine.stats().unwrap().counters;
+    assert_eq!(
+        counters.reclaim_bytes_rewritten,
+        rewritten + all.bytes_rewritten.unwrap()
+    );
+    assert!(counters.reclaim_bytes_freed >= small.bytes_before - all.bytes_after);
+}
+
+#[test]
+fn periodic_compaction_reaches_rocksdb() {
+    let ctx = RocksDbContext::new(ContextOptions {
+        periodic_compaction_secs: 3_600,
+        ..ContextOptions::default()
+    })
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = RocksDbEngine::open_in(&ctx, tmp.path(), EngineOptions::default()).unwrap();
+    // RocksDB writes the options in force to an OPTIONS file: the data column family has it.
+    let options: String = std::fs::read_dir(engine.db_path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("OPTIONS-")
+        })
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let data_section = options
+        .split("[CFOptions \"data\"]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a data column family section");
+    assert!(
+        data_section.contains("periodic_compaction_seconds=3600"),
+        "periodic compaction not set on the data column family"
+    );
+}

@@ -307,6 +307,7 @@ impl Storage for SledStorage {
             corrupt_kept: totals.corrupt_kept,
             bytes_before,
             bytes_after: self.size_on_disk()?,
+            bytes_rewritten: None,
             sweep: Some(totals),
         })
     }

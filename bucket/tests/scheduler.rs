@@ -339,7 +339,10 @@ async fn compaction_policy_waits_for_the_garbage_ratio() {
     assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 5));
     assert_eq!(engine.reclaimable().unwrap().covered.entries, 0);
     // Another backend kind keeps the sweeping default.
-    assert_eq!(SchedulerConfig::default().policy_for("sled"), ReclaimPolicy::SWEEP);
+    assert_eq!(
+        SchedulerConfig::default().policy_for("sled"),
+        ReclaimPolicy::SWEEP
+    );
 }
 
 #[tokio::test(start_paused = true)]

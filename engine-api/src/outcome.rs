@@ -95,6 +95,12 @@ pub struct ReclaimReport {
     pub bytes_before: u64,
     /// Bytes on disk after.
     pub bytes_after: u64,
+    /// Bytes the reclaim wrote to storage, as the backend measures it: on RocksDB the table
+    /// files its compaction wrote (from RocksDB's file metadata), so `bytes_rewritten ÷
+    /// (bytes_before − bytes_after)` is the write amplification of reclamation. `None` where the
+    /// backend does not measure it: the B-tree sweepers remove rows in place, rewriting only the
+    /// pages that held them.
+    pub bytes_rewritten: Option<u64>,
     /// Wall time the reclaim took.
     pub duration: Duration,
 }

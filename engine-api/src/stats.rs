@@ -19,6 +19,11 @@ pub struct CounterSnapshot {
     pub reclaim_runs: u64,
     /// Corrupt entries reclamation met and kept.
     pub corrupt_kept: u64,
+    /// Bytes reclaims wrote, where the backend measures it (RocksDB: the table files its
+    /// reclaim compactions wrote; see `ReclaimReport::bytes_rewritten`). 0 elsewhere.
+    pub reclaim_bytes_rewritten: u64,
+    /// Bytes on disk reclaims freed (the sum of `bytes_before − bytes_after`, where positive).
+    pub reclaim_bytes_freed: u64,
 }
 
 impl CounterSnapshot {
@@ -35,6 +40,12 @@ impl CounterSnapshot {
                 .saturating_sub(base.reclaimed_tombstones),
             reclaim_runs: self.reclaim_runs.saturating_sub(base.reclaim_runs),
             corrupt_kept: self.corrupt_kept.saturating_sub(base.corrupt_kept),
+            reclaim_bytes_rewritten: self
+                .reclaim_bytes_rewritten
+                .saturating_sub(base.reclaim_bytes_rewritten),
+            reclaim_bytes_freed: self
+                .reclaim_bytes_freed
+                .saturating_sub(base.reclaim_bytes_freed),
         }
     }
 }
@@ -49,6 +60,8 @@ pub struct EngineCounters {
     reclaimed_tombstones: AtomicU64,
     reclaim_runs: AtomicU64,
     corrupt_kept: AtomicU64,
+    reclaim_bytes_rewritten: AtomicU64,
+    reclaim_bytes_freed: AtomicU64,
 }
 
 impl EngineCounters {
@@ -69,6 +82,12 @@ impl EngineCounters {
         self.corrupt_kept
             .fetch_add(report.corrupt_kept, Ordering::Relaxed);
         self.reclaim_runs.fetch_add(1, Ordering::Relaxed);
+        self.reclaim_bytes_rewritten
+            .fetch_add(report.bytes_rewritten.unwrap_or(0), Ordering::Relaxed);
+        self.reclaim_bytes_freed.fetch_add(
+            report.bytes_before.saturating_sub(report.bytes_after),
+            Ordering::Relaxed,
+        );
     }
 
     /// A consistent-enough copy for reporting.
@@ -81,6 +100,8 @@ impl EngineCounters {
             reclaimed_tombstones: self.reclaimed_tombstones.load(Ordering::Relaxed),
             reclaim_runs: self.reclaim_runs.load(Ordering::Relaxed),
             corrupt_kept: self.corrupt_kept.load(Ordering::Relaxed),
+            reclaim_bytes_rewritten: self.reclaim_bytes_rewritten.load(Ordering::Relaxed),
+            reclaim_bytes_freed: self.reclaim_bytes_freed.load(Ordering::Relaxed),
         }
     }
 }

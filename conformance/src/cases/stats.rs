@@ -49,11 +49,13 @@ pub fn stats_counters_match_operations<F: EngineFactory>(factory: F) {
         );
     }
 
-    let r = e.reclaim().unwrap();
-    assert_eq!((r.values_removed, r.tombstones_removed), (8, 0));
+    let r1 = e.reclaim().unwrap();
+    assert_eq!((r1.values_removed, r1.tombstones_removed), (8, 0));
     e.advance_watermark(14).unwrap();
-    let r = e.reclaim().unwrap();
-    assert_eq!((r.values_removed, r.tombstones_removed), (4, 2));
+    let r2 = e.reclaim().unwrap();
+    assert_eq!((r2.values_removed, r2.tombstones_removed), (4, 2));
+    let freed = |r: &engine_api::ReclaimReport| r.bytes_before.saturating_sub(r.bytes_after);
+    let rewritten = |r: &engine_api::ReclaimReport| r.bytes_rewritten.unwrap_or(0);
     let s = e.stats().unwrap();
     assert_eq!((s.watermark, s.applied_end), (14, 14));
     assert_eq!(
@@ -66,6 +68,8 @@ pub fn stats_counters_match_operations<F: EngineFactory>(factory: F) {
             reclaimed_tombstones: 2,
             reclaim_runs: 2,
             corrupt_kept: 0,
+            reclaim_bytes_rewritten: rewritten(&r1) + rewritten(&r2),
+            reclaim_bytes_freed: freed(&r1) + freed(&r2),
         }
     );
     if exact {

@@ -208,6 +208,7 @@ impl<S: Storage> DiskEngine<S> {
             corrupt_kept: work.corrupt_kept,
             bytes_before: work.bytes_before,
             bytes_after: work.bytes_after,
+            bytes_rewritten: work.bytes_rewritten,
             duration: started.elapsed(),
         };
         self.counters.record_reclaim(&report);

@@ -31,6 +31,9 @@ pub struct ReclaimWork {
     pub bytes_before: u64,
     /// Bytes on disk after.
     pub bytes_after: u64,
+    /// Bytes the reclaim wrote, when the storage measures it (see
+    /// [`ReclaimReport::bytes_rewritten`](crate::ReclaimReport::bytes_rewritten)).
+    pub bytes_rewritten: Option<u64>,
     /// Row-level detail when the storage reclaims with the shared sweeper.
     pub sweep: Option<SweepTotals>,
 }
