@@ -181,6 +181,15 @@ impl Storage for RedbStorage {
         txn.commit().redb()
     }
 
+    /// Always inline: redb reads pages through its page cache; a point read is a few page reads of one B-tree path, from the cache when the bucket is warm, so it never blocks for long.
+    fn get_inline<T>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.get(key, read).map(Some)
+    }
+
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
         let txn = self.db.begin_read().redb()?;
         let data = txn.open_table(DATA).redb()?;

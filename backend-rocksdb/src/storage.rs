@@ -15,7 +15,10 @@ use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
 use engine_api::{Error, Result};
-use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, WriteOptions, properties};
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, ReadOptions, ReadTier, WriteOptions,
+    properties,
+};
 
 use crate::compact;
 use crate::context::RocksDbContext;
@@ -284,6 +287,23 @@ impl Storage for RocksDbStorage {
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
         self.db.write_opt(write, &opts).map_err(rocks_err)
+    }
+
+    /// A read restricted to the memtables and the block cache (`ReadTier::BlockCache`):
+    /// RocksDB answers `Incomplete` instead of reading a table file, and then the read goes to a
+    /// blocking thread.
+    fn get_inline<T>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut opts = ReadOptions::default();
+        opts.set_read_tier(ReadTier::BlockCache);
+        match self.db.get_pinned_cf_opt(self.cf(DATA_CF)?, key, &opts) {
+            Ok(value) => read(value.as_deref()).map(Some),
+            Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => Ok(None),
+            Err(e) => Err(rocks_err(e)),
+        }
     }
 
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {

@@ -282,6 +282,15 @@ impl Storage for SledStorage {
         Ok(())
     }
 
+    /// Always inline: sled serves reads from its in-memory page cache; a point read faults in at most one B-tree path, so it never blocks for long.
+    fn get_inline<T>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.get(key, read).map(Some)
+    }
+
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
         let stored = self.data.get(key).map_err(sled_error)?;
         read(stored.as_deref())

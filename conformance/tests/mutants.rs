@@ -207,6 +207,11 @@ impl Engine for Mutant {
 
     forward_engine!(inner; adopt_lake_watermark applied_end flush reclaimable);
 
+    /// Through the (possibly mutated) `lookup`: the wrapped memory engine never blocks.
+    fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
+        self.lookup(key).map(Some)
+    }
+
     fn watermark(&self) -> u64 {
         self.lowered
             .lock()

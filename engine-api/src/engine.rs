@@ -40,9 +40,10 @@ pub trait Engine: Send + Sync {
 
     /// [`lookup`](Self::lookup) if it can answer without blocking for long (from memory or a
     /// cache), `None` if it might block on storage: async callers then run `lookup` on a
-    /// blocking thread. The default always says `None`.
+    /// blocking thread. Invalid keys are rejected as `lookup` rejects them. The default checks
+    /// the key and says `None`.
     fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
-        let _ = key;
+        crate::batch::validate_key(key)?;
         Ok(None)
     }
 

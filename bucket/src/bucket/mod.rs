@@ -7,10 +7,11 @@
 //! thread) use [`HistoricalBucket::engine`] directly; lake progress and lookups must still go
 //! through the bucket, because it orders the lookuper refresh before the watermark publish.
 
+mod lookup;
 mod progress;
 mod stats;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::lake::{LakeLookuper, LakeSnapshot};
@@ -19,13 +20,13 @@ use engine_api::batch::WriteBatch;
 use engine_api::engine::Engine;
 use engine_api::error::{Error, Result};
 use engine_api::handle::EngineHandle;
-use engine_api::outcome::{ApplyOutcome, LocalLookup};
+use engine_api::outcome::ApplyOutcome;
 use engine_api::sync;
 
 pub use progress::Progress;
 pub use stats::BucketStats;
 
-use stats::{BucketCounters, bump};
+use stats::BucketCounters;
 
 /// The scheduler a bucket asks for reclaims, and its id there.
 #[derive(Debug, Clone)]
@@ -192,73 +193,6 @@ impl HistoricalBucket {
     /// Applies a batch (pass-through to [`Engine::apply`] on a blocking thread).
     pub async fn apply(&self, batch: WriteBatch) -> Result<ApplyOutcome> {
         self.blocking(move |engine| engine.apply(&batch)).await
-    }
-
-    /// Looks `key` up: a local value is returned, a local tombstone is `None` without asking
-    /// the lake, and a local miss is answered by the lake lookuper.
-    ///
-    /// The lake is read only *after* the local miss. Any reclaim that removed the key's entry
-    /// ran under a watermark the lookuper had already been refreshed to cover, so the lake
-    /// answers at least as new as what was removed. If the lookuper serves a snapshot behind
-    /// the watermark (only after recovering from a snapshot older than the persisted
-    /// watermark), a local miss is refused with [`Error::Lake`] rather than answered stale.
-    ///
-    /// A local entry is authoritative only if it is at least as new as the lake's newest record
-    /// for the key. While the lookuper serves a snapshot ending beyond what the engine has
-    /// applied (the lake is ahead of a replaying or lagging host), the local store may lack the
-    /// lake's newer versions, so a local entry below the snapshot's end is not served: the lake
-    /// answers instead (§ Lake progress and snapshots / Lake ahead of the applied end in
-    /// `docs/DESIGN.md`).
-    pub async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        // Read before the local lookup: the applied end only grows, so if it already reached
-        // the lake end, the store held every record the lake holds when the lookup ran.
-        let applied_before = self.engine.applied_end();
-        let owned = key.to_vec();
-        let local = self.blocking(move |engine| engine.lookup(&owned)).await?;
-        // Read after: the lake end only grows, so this bounds the one in force during the
-        // local lookup from above.
-        let lake_end = self.served()?.end_offset;
-        let stale_below = self.stale_below.load(Ordering::SeqCst);
-        let trusted_from = if applied_before >= lake_end {
-            stale_below
-        } else {
-            stale_below.max(lake_end)
-        };
-        match local {
-            LocalLookup::Value { offset, bytes } if offset >= trusted_from => {
-                bump(&self.counters.local_values);
-                return Ok(Some(bytes));
-            }
-            LocalLookup::Tombstone { offset } if offset >= trusted_from => {
-                bump(&self.counters.local_tombstones);
-                return Ok(None);
-            }
-            LocalLookup::Value { .. } | LocalLookup::Tombstone { .. } => {
-                bump(&self.counters.distrusted_local);
-            }
-            LocalLookup::Miss => {}
-        }
-        // W first, then the lake end: the served snapshot is recorded before the W it allows is
-        // published, so a lake end read after W is never behind it unless the lookuper really is.
-        let watermark = self.engine.watermark();
-        let lake_end = self.served()?.end_offset;
-        if lake_end < watermark {
-            bump(&self.counters.lake_behind);
-            return Err(Error::lake(format!(
-                "the lake lookuper serves a snapshot ending at {lake_end}, behind the watermark \
-                 {watermark}; a lake-progress notification must bring it up to date"
-            )));
-        }
-        match self.lake.lookup(key).await {
-            Ok(value) => {
-                bump(&self.counters.lake_fallbacks);
-                Ok(value)
-            }
-            Err(e) => {
-                bump(&self.counters.lake_failures);
-                Err(e)
-            }
-        }
     }
 
     /// Stops scheduling reclaims for this bucket (waiting for a running one), flushes the

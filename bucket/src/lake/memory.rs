@@ -102,8 +102,10 @@ pub struct LakeCounters {
     pub refreshes: u64,
     /// Failed refreshes (injected or invalid snapshot).
     pub refresh_failures: u64,
-    /// Successful lookups.
+    /// Keys looked up successfully.
     pub lookups: u64,
+    /// Successful `lookup` and `lookup_many` calls (a batch counts once).
+    pub lookup_calls: u64,
     /// Failed lookups (injected, or through an expired snapshot).
     pub lookup_failures: u64,
 }
@@ -113,6 +115,7 @@ struct AtomicLakeCounters {
     refreshes: AtomicU64,
     refresh_failures: AtomicU64,
     lookups: AtomicU64,
+    lookup_calls: AtomicU64,
     lookup_failures: AtomicU64,
 }
 
@@ -312,6 +315,7 @@ impl MemoryLake {
             refreshes: c.refreshes.load(Ordering::Relaxed),
             refresh_failures: c.refresh_failures.load(Ordering::Relaxed),
             lookups: c.lookups.load(Ordering::Relaxed),
+            lookup_calls: c.lookup_calls.load(Ordering::Relaxed),
             lookup_failures: c.lookup_failures.load(Ordering::Relaxed),
         }
     }
@@ -415,10 +419,20 @@ impl LakeLookuper for MemoryLake {
     }
 
     async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut values = self.lookup_many(&[key.to_vec()]).await?;
+        values
+            .pop()
+            .ok_or_else(|| Error::Internal("memory lake answered no key".to_owned()))
+    }
+
+    /// One read of the served snapshot for every key (one injected delay, one failure check);
+    /// each key counts as one lookup.
+    async fn lookup_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let n = u64::try_from(keys.len()).unwrap_or(u64::MAX);
         if self.faults.fail_lookups.load(Ordering::SeqCst) {
             self.counters
                 .lookup_failures
-                .fetch_add(1, Ordering::Relaxed);
+                .fetch_add(n, Ordering::Relaxed);
             return Err(Error::lake("injected lookup failure"));
         }
         sleep_for(&self.faults.lookup_delay_nanos).await;
@@ -426,11 +440,15 @@ impl LakeLookuper for MemoryLake {
         if let Err(e) = self.table.check_live(snapshot.meta.id) {
             self.counters
                 .lookup_failures
-                .fetch_add(1, Ordering::Relaxed);
+                .fetch_add(n, Ordering::Relaxed);
             return Err(e);
         }
-        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
-        Ok(snapshot.rows.get(key).cloned())
+        self.counters.lookups.fetch_add(n, Ordering::Relaxed);
+        self.counters.lookup_calls.fetch_add(1, Ordering::Relaxed);
+        Ok(keys
+            .iter()
+            .map(|key| snapshot.rows.get(key).cloned())
+            .collect())
     }
 }
 

@@ -41,6 +41,16 @@ pub trait LakeLookuper: Send + Sync {
 
     /// The key's value in the current snapshot: `None` when absent or deleted.
     async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// The values of `keys` in the current snapshot, in their order (one answer per key). The
+    /// default looks them up one by one; a lake with a batched read overrides it.
+    async fn lookup_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut values = Vec::with_capacity(keys.len());
+        for key in keys {
+            values.push(self.lookup(key).await?);
+        }
+        Ok(values)
+    }
 }
 
 #[async_trait]
@@ -51,5 +61,9 @@ impl<L: LakeLookuper + ?Sized> LakeLookuper for std::sync::Arc<L> {
 
     async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         (**self).lookup(key).await
+    }
+
+    async fn lookup_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        (**self).lookup_many(keys).await
     }
 }

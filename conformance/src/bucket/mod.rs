@@ -22,6 +22,7 @@
 
 mod continuous;
 mod lake_ahead;
+mod lookup_many;
 mod notifications;
 mod ordering;
 mod republish;
@@ -34,6 +35,7 @@ pub use lake_ahead::{
     lake_ahead_across_restart, lake_ahead_delete_stays_deleted,
     lake_ahead_overwrite_never_goes_back, lake_ahead_randomised_trailing_applies,
 };
+pub use lookup_many::lookup_many_matches_lookup;
 pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
 pub use ordering::refresh_ordering_under_slow_refresh;
 pub use republish::{
@@ -55,6 +57,7 @@ macro_rules! for_each_bucket_scenario {
         $crate::$callback! { $args
             continuous_writer_with_trailing_lake [] "a continuously written bucket, a lake trailing by a moving lag and scheduled reclaims: every lookup answers the model",
             values_and_tombstones_across_watermark [] "values and tombstones on both sides of W, before and after cleanup: a reclaimed tombstone stays deleted, a local tombstone wins over the lake",
+            lookup_many_matches_lookup [] "lookup_many answers every key as lookup does (values, tombstones, lake fallbacks, absent), with one lake call for the misses and none for local hits",
             repeated_and_out_of_order_notifications [] "repeated and stale lake progress is ignored and counted; W never decreases; clamped progress advances again later",
             refresh_ordering_under_slow_refresh [] "a held refresh keeps W where it was; lookups racing the publish are always right; a W published without refresh is refused, not answered stale",
             republish_same_end_refreshes_lookuper [] "a newer snapshot at the same end offset refreshes the lookuper without moving W (the old one expired); older and repeated ones are ignored and counted; an id newer but ending earlier is refused",

@@ -103,6 +103,31 @@ pub fn lookup_rejects_invalid_keys<F: EngineFactory>(factory: F) {
     assert_invalid(e.lookup(b""), "empty");
     assert_invalid(e.lookup(&vec![b'k'; MAX_KEY_LEN + 1]), "key");
     assert_lookup(e, b"k", &value(0, "v"));
+    assert_invalid(e.lookup_inline(b""), "empty");
+    assert_invalid(e.lookup_inline(&vec![b'k'; MAX_KEY_LEN + 1]), "key");
+}
+
+/// `lookup_inline` answers exactly what `lookup` does whenever it answers, before and after the
+/// data settles into the store's files; a key just written (in memory on every backend) is
+/// answered inline.
+pub fn lookup_inline_agrees_with_lookup<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    let mut b = engine_api::WriteBatch::new();
+    b.put("a", "1", 0).delete("b", 1).put("c", "3", 2);
+    e.apply(&b).unwrap();
+    assert_eq!(e.lookup_inline(b"a").unwrap(), Some(value(0, "1")));
+    let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"never"];
+    for settled in [false, true] {
+        if settled {
+            h.factory().settle(e).unwrap();
+        }
+        for key in keys {
+            if let Some(inline) = e.lookup_inline(key).unwrap() {
+                assert_eq!(inline, e.lookup(key).unwrap(), "settled {settled}");
+            }
+        }
+    }
 }
 
 /// The largest accepted offset (`u64::MAX - 1`) works end to end: applied end `u64::MAX`, a

@@ -269,6 +269,14 @@ impl<S: Storage> Engine for DiskEngine<S> {
         })
     }
 
+    fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
+        validate_key(key)?;
+        self.storage.get_inline(key, |stored| match stored {
+            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, bytes)?)),
+            None => Ok(LocalLookup::Miss),
+        })
+    }
+
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
         self.storage.check_usable()?;

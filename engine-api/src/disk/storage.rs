@@ -97,6 +97,18 @@ pub trait Storage: Send + Sync + 'static {
     /// Calls `read` with the stored bytes of `key` (`None` when absent), without copying them.
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T>;
 
+    /// [`get`](Self::get), but only if the read cannot block for long (it is served from memory
+    /// or a cache); `Ok(None)` when it might have to wait for storage, and then `read` is not
+    /// called. The default always says `None` (every read goes to a blocking thread).
+    fn get_inline<T>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let _ = (key, read);
+        Ok(None)
+    }
+
     /// Physically removes every entry below `request.threshold` (values and tombstones, never an
     /// unreadable entry, never one at or above the threshold).
     fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork>;

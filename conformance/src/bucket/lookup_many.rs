@@ -1,0 +1,65 @@
+//! The batched read path: `lookup_many` answers every key as `lookup` does, with one lake call.
+
+use engine_api::Engine;
+
+use super::support::{self, Wal, show};
+use crate::EngineFactory;
+
+/// Over values, tombstones, reclaimed keys (answered by the lake) and a key never written,
+/// `lookup_many` of every key equals the model and one `lookup` per key, in order, and asks the
+/// lake once for all its misses; a batch of local hits does not ask the lake at all.
+pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
+    let site = support::Site::new(factory);
+    let wal = Wal::generate(0xBA7C4, 300, 40, 8);
+    support::runtime().block_on(async {
+        let (engine, lake, bucket) = support::fresh(&site).await;
+        support::write::<F>(&bucket, &lake, &wal, 0, 300).await;
+        support::progress::<F>(&bucket, &lake, 200).await;
+        support::reclaim::<F>(&bucket).await;
+
+        let keys = wal.keys();
+        let single: Vec<_> = {
+            let mut out = Vec::new();
+            for key in &keys {
+                out.push(bucket.lookup(key).await.unwrap());
+            }
+            out
+        };
+        let calls = lake.counters().lookup_calls;
+        let batched = bucket.lookup_many(&keys).await.unwrap();
+        assert_eq!(batched, single, "{}", F::NAME);
+        for (key, got) in keys.iter().zip(&batched) {
+            assert_eq!(
+                got,
+                &wal.answer_at(key, 300),
+                "{}: key {}",
+                F::NAME,
+                show(key)
+            );
+        }
+        assert_eq!(
+            lake.counters().lookup_calls,
+            calls + 1,
+            "{}: one lake call",
+            F::NAME
+        );
+
+        // Keys the store holds (values or tombstones at or above W) never reach the lake.
+        let local: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| engine.lookup(k).unwrap().offset().is_some())
+            .cloned()
+            .collect();
+        assert!(!local.is_empty());
+        let calls = lake.counters().lookup_calls;
+        let answers = bucket.lookup_many(&local).await.unwrap();
+        assert_eq!(answers.len(), local.len());
+        assert_eq!(lake.counters().lookup_calls, calls, "{}", F::NAME);
+        assert!(bucket.lookup_many::<Vec<u8>>(&[]).await.unwrap().is_empty());
+
+        // A failing lake fails the batch, never answering "absent".
+        lake.fail_lookups(true);
+        assert!(bucket.lookup_many(&keys).await.is_err(), "{}", F::NAME);
+        lake.fail_lookups(false);
+    });
+}
