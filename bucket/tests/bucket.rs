@@ -288,3 +288,56 @@ async fn invalid_keys_are_rejected_before_the_lake_is_asked() {
     ));
     assert_eq!(lake.counters().lookups, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_notifications_coalesces_to_the_latest() {
+    const STORM: u64 = 10;
+    let engine = memory(0);
+    let lake = Arc::new(MemoryLake::new());
+    let wal = puts(0..100);
+    lake.append_batch(&wal).unwrap();
+    engine.apply(&wal).unwrap();
+    let bucket = Arc::new(HistoricalBucket::new(engine.clone(), lake.clone()));
+    let snapshots: Vec<LakeSnapshot> = (1..=STORM + 1)
+        .map(|i| lake.commit(i * 5).unwrap())
+        .collect();
+
+    // The first notification is held inside its refresh; the storm queues behind it.
+    lake.hold_refreshes();
+    let first = tokio::spawn({
+        let bucket = Arc::clone(&bucket);
+        let s = snapshots[0];
+        async move { bucket.on_lake_progress(s).await }
+    });
+    lake.wait_for_held_refreshes(1).await.unwrap();
+    let storm: Vec<_> = snapshots[1..]
+        .iter()
+        .map(|s| {
+            let bucket = Arc::clone(&bucket);
+            let s = *s;
+            tokio::spawn(async move { bucket.on_lake_progress(s).await })
+        })
+        .collect();
+    // Every notification has offered its snapshot once it is counted.
+    while bucket.stats().notifications < STORM + 1 {
+        tokio::task::yield_now().await;
+    }
+    lake.release_refreshes();
+    assert!(matches!(
+        first.await.unwrap().unwrap(),
+        Progress::Published { .. }
+    ));
+    for handle in storm {
+        handle.await.unwrap().unwrap();
+    }
+    let last = *snapshots.last().unwrap();
+    assert_eq!(engine.watermark(), last.end_offset);
+    assert_eq!(lake.served(), Some(last));
+    let stats = bucket.stats();
+    // The held one, then the newest offered: two refreshes and two watermark writes for eleven.
+    assert_eq!(stats.refreshes, 2, "{stats:?}");
+    assert_eq!(stats.watermark_advances, 2, "{stats:?}");
+    // 1 unless the first to run after the held one happened to be the newest one's own caller.
+    assert!(stats.coalesced_notifications <= 1, "{stats:?}");
+    assert_eq!(stats.ignored_notifications, STORM - 1, "{stats:?}");
+}

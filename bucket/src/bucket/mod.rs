@@ -81,6 +81,10 @@ pub struct HistoricalBucket {
     reclaim: Option<Reclaim>,
     /// Serialises lake progress and recovery of this bucket.
     progress: tokio::sync::Mutex<()>,
+    /// The newest snapshot offered by a lake-progress call still waiting for `progress`: the
+    /// next holder processes it instead of its own older one, so a storm of notifications costs
+    /// one watermark write per holder rather than one per notification.
+    offered: Mutex<Option<LakeSnapshot>>,
     /// The snapshot the lookuper serves (as far as this bucket refreshed it). Written under
     /// `progress`, after the refresh succeeded and before the watermark it allows is published;
     /// every critical section copies one value.
@@ -125,6 +129,7 @@ impl HistoricalBucket {
             lake,
             reclaim: None,
             progress: tokio::sync::Mutex::new(()),
+            offered: Mutex::new(None),
             served: Mutex::new(LakeSnapshot::default()),
             stale_below: AtomicU64::new(stale_below),
             counters: BucketCounters::default(),

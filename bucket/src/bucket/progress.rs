@@ -9,6 +9,7 @@ use crate::scheduler::Requested;
 use engine_api::engine::Engine;
 use engine_api::error::{Error, Result};
 use engine_api::outcome::WatermarkUpdate;
+use engine_api::sync;
 use engine_api::watermark::plan_adopt;
 
 /// What [`HistoricalBucket::on_lake_progress`] did.
@@ -46,13 +47,30 @@ impl HistoricalBucket {
     /// A failed refresh returns its error and publishes nothing. A newer snapshot id that ends
     /// before the served snapshot breaks the lake's commit order and is refused with
     /// [`Error::Lake`](engine_api::Error::Lake), changing nothing.
+    ///
+    /// Notifications that arrive while another is processed coalesce: the next one to run
+    /// processes the newest snapshot offered meanwhile (the latest wins), and a notification
+    /// whose snapshot was taken over that way finds it served and is ignored (counted as
+    /// coalesced). Each processed snapshot still goes refresh, then publish.
     pub async fn on_lake_progress(&self, snapshot: LakeSnapshot) -> Result<Progress> {
+        self.offer(snapshot)?;
+        // After the offer: a notification counted is one whose snapshot can be taken over.
+        bump(&self.counters.notifications);
+        let _serial = self.progress.lock().await;
+        // The newest snapshot offered so far (ours, or a newer one whose caller still waits);
+        // ours when another holder already took the offer.
+        let taken = sync::lock(&self.offered, "bucket offered snapshot")?.take();
+        let snapshot = match taken {
+            Some(newer) if newer.id > snapshot.id => {
+                bump(&self.counters.coalesced_notifications);
+                newer
+            }
+            _ => snapshot,
+        };
         let LakeSnapshot {
             id: snapshot_id,
             end_offset,
         } = snapshot;
-        let _serial = self.progress.lock().await;
-        bump(&self.counters.notifications);
         let watermark = self.engine.watermark();
         let served = self.served()?;
         let newer = snapshot_id > served.id;
@@ -182,6 +200,15 @@ impl HistoricalBucket {
             "bucket recovered"
         );
         Ok(replay_from)
+    }
+
+    /// Offers `snapshot` to whoever processes lake progress next, unless a newer one is offered.
+    fn offer(&self, snapshot: LakeSnapshot) -> Result<()> {
+        let mut offered = sync::lock(&self.offered, "bucket offered snapshot")?;
+        if offered.is_none_or(|o| snapshot.id > o.id) {
+            *offered = Some(snapshot);
+        }
+        Ok(())
     }
 
     /// Refreshes the lookuper and, only on success, records the end it now serves.

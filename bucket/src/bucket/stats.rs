@@ -10,6 +10,9 @@ pub struct BucketStats {
     /// Notifications ignored as stale or repeated: an older or the same snapshot that would not
     /// move `W`.
     pub ignored_notifications: u64,
+    /// Notifications that processed a newer snapshot offered by a notification still waiting
+    /// (that one then finds it served and is ignored): the latest wins.
+    pub coalesced_notifications: u64,
     /// Successful lookuper refreshes (progress and recovery).
     pub refreshes: u64,
     /// Failed lookuper refreshes; each published nothing.
@@ -40,6 +43,7 @@ pub struct BucketStats {
 pub(crate) struct BucketCounters {
     pub(crate) notifications: AtomicU64,
     pub(crate) ignored_notifications: AtomicU64,
+    pub(crate) coalesced_notifications: AtomicU64,
     pub(crate) refreshes: AtomicU64,
     pub(crate) refresh_failures: AtomicU64,
     pub(crate) watermark_advances: AtomicU64,
@@ -64,6 +68,7 @@ impl BucketCounters {
         BucketStats {
             notifications: get(&self.notifications),
             ignored_notifications: get(&self.ignored_notifications),
+            coalesced_notifications: get(&self.coalesced_notifications),
             refreshes: get(&self.refreshes),
             refresh_failures: get(&self.refresh_failures),
             watermark_advances: get(&self.watermark_advances),
