@@ -3,10 +3,10 @@
 //! read-only.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use backend_rocksdb::RocksDbEngine;
-use backend_rocksdb::engine::DB_DIR;
+use backend_rocksdb::testing::damage_a_data_block;
 use engine_api::rng::SplitMix64;
 use engine_api::{Damage, Engine, EngineOptions, OpenEngine, OpenMode, WriteBatch};
 
@@ -30,16 +30,6 @@ fn read_only(dir: &Path) -> RocksDbEngine {
     RocksDbEngine::open(dir, options).unwrap()
 }
 
-/// The largest table file: the `data` column family's (the `meta` one holds three rows).
-fn data_table(dir: &Path) -> PathBuf {
-    std::fs::read_dir(dir.join(DB_DIR))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .expect("a table file after the compaction")
-}
-
 #[test]
 fn a_clean_store_passes_the_checksum_check() {
     let tmp = tempfile::tempdir().unwrap();
@@ -55,15 +45,7 @@ fn a_clean_store_passes_the_checksum_check() {
 fn a_damaged_data_block_is_a_finding_not_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     write_store(tmp.path());
-    let table = data_table(tmp.path());
-    let mut bytes = std::fs::read(&table).unwrap();
-    assert!(bytes.len() as u64 > KEYS * 200, "{} bytes", bytes.len());
-    // A quarter into the file: inside the data blocks, far from the footer and the index.
-    let at = bytes.len() / 4;
-    for b in &mut bytes[at..at + 16] {
-        *b ^= 0xff;
-    }
-    std::fs::write(&table, &bytes).unwrap();
+    damage_a_data_block(tmp.path()).unwrap();
 
     let engine = read_only(tmp.path());
     let report = engine.verify().unwrap();

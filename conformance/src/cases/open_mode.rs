@@ -1,39 +1,10 @@
 //! Opening existing stores (§ Engine contract / open): an open that must find a store creates
 //! nothing where there is none, and a read-only open reads everything and writes nothing.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::path::{Path, PathBuf};
-
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, Record, layout};
 
-use super::util::{assert_lookup, batch, tombstone, value};
+use super::util::{assert_lookup, batch, file_snapshot, tombstone, value};
 use crate::{EngineFactory, Harness};
-
-/// Every file under `dir` with its length and a hash of its contents, sorted by path (empty when
-/// `dir` is absent): what a test compares to show that nothing was written.
-fn files(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(next) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&next) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                out.push((path.clone(), 0, 0));
-                pending.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                let mut hasher = DefaultHasher::new();
-                bytes.hash(&mut hasher);
-                out.push((path, bytes.len() as u64, hasher.finish()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
 
 fn modes() -> [OpenMode; 2] {
     [OpenMode::MustExist, OpenMode::ReadOnly]
@@ -60,7 +31,7 @@ pub fn open_existing_creates_nothing<F: EngineFactory>(factory: F) {
     std::fs::create_dir(&empty).unwrap();
     let marked = h.scratch().join("marked");
     layout::claim_directory(&marked, name).unwrap();
-    let marked_before = files(&marked);
+    let marked_before = file_snapshot(&marked);
     for mode in modes() {
         let options = || h.options().clone().with_open_mode(mode);
         assert_no_store(h.factory().open(&missing, options()), "missing path");
@@ -70,12 +41,12 @@ pub fn open_existing_creates_nothing<F: EngineFactory>(factory: F) {
         );
         assert_no_store(h.factory().open(&empty, options()), "empty directory");
         assert!(
-            files(&empty).is_empty(),
+            file_snapshot(&empty).is_empty(),
             "{mode:?}: wrote into an empty dir"
         );
         assert_no_store(h.factory().open(&marked, options()), "marker only");
         assert_eq!(
-            files(&marked),
+            file_snapshot(&marked),
             marked_before,
             "{mode:?}: changed a marked dir"
         );
@@ -98,7 +69,7 @@ pub fn read_only_open_reads_and_refuses_writes<F: EngineFactory>(factory: F) {
     e.advance_watermark(1).unwrap();
     let live = e.stats().unwrap().live_entries;
     h.close();
-    let before = files(h.path());
+    let before = file_snapshot(h.path());
     let read_only = h.options().clone().with_open_mode(OpenMode::ReadOnly);
     {
         let ro = h.factory().open(h.path(), read_only).unwrap();
@@ -128,7 +99,7 @@ pub fn read_only_open_reads_and_refuses_writes<F: EngineFactory>(factory: F) {
     }
     if h.capabilities().read_only_files {
         assert_eq!(
-            files(h.path()),
+            file_snapshot(h.path()),
             before,
             "a read-only open changed the store's files"
         );
