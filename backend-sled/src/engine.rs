@@ -40,8 +40,8 @@ const CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 ///
 /// sled has no read-only mode: with [`engine_api::OpenMode::ReadOnly`] the engine writes nothing
 /// and refuses every write, but sled itself opens its files read-write, takes its lock and may
-/// rewrite its own log and snapshot files (recovery at open, a flush at close) without changing
-/// their contents.
+/// extend or rewrite its own log and snapshot files while it recovers at open and flushes at
+/// close (the keys and values stay the same).
 ///
 /// If a flush that follows a committed write fails, the engine is marked failed: from then on
 /// every write, watermark change, reclaim and flush returns [`engine_api::Error::StoreFailed`]

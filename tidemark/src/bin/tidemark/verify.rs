@@ -110,7 +110,7 @@ fn render(store: &Store, r: &VerifyReport) -> String {
         "offset index",
         match r.index_rows {
             Some(rows) => format!(
-                "{rows} rows ({} stale: overwritten versions the next sweep drops)",
+                "{rows} rows ({} stale: left by overwrites, dropped by the sweep that reaches them)",
                 r.stale_index_rows
             ),
             None => "none (this backend keeps no offset index)".to_string(),
