@@ -45,7 +45,8 @@ pub struct MemoryEngine {
 }
 
 impl MemoryEngine {
-    /// An empty engine.
+    /// An empty engine. `options.open_mode` does not apply: there is never a store to find or
+    /// protect (the `tidemark` facade refuses the modes that need an existing store).
     pub fn new(options: EngineOptions) -> Self {
         MemoryEngine {
             state: RwLock::default(),

@@ -314,6 +314,48 @@ mod tests {
     }
 
     #[test]
+    fn detect_reads_the_marker_and_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        assert!(matches!(
+            Backend::detect(&missing),
+            Err(Error::NoStore { .. })
+        ));
+        assert!(!missing.exists());
+        for b in Backend::compiled()
+            .into_iter()
+            .filter(|b| b.is_persistent())
+        {
+            let path = dir.path().join(b.name());
+            drop(b.open(&path, EngineOptions::default()).unwrap());
+            assert_eq!(Backend::detect(&path).unwrap(), b);
+        }
+        let unknown = dir.path().join("unknown");
+        std::fs::create_dir(&unknown).unwrap();
+        std::fs::write(
+            unknown.join(engine_api::layout::MARKER_FILE),
+            "backend=leveldb\nformat=1\n",
+        )
+        .unwrap();
+        let err = Backend::detect(&unknown).unwrap_err();
+        assert!(matches!(err, Error::Unsupported(_)), "{err}");
+        assert!(err.to_string().contains("leveldb"), "{err}");
+    }
+
+    #[test]
+    fn memory_has_no_existing_store_to_open() {
+        let dir = tempfile::tempdir().unwrap();
+        for mode in [
+            engine_api::OpenMode::MustExist,
+            engine_api::OpenMode::ReadOnly,
+        ] {
+            let options = EngineOptions::default().with_open_mode(mode);
+            let err = Backend::Memory.open(dir.path(), options).unwrap_err();
+            assert!(matches!(err, Error::NoStore { .. }), "{err}");
+        }
+    }
+
+    #[test]
     fn a_store_cannot_be_opened_by_another_backend() {
         let persistent: Vec<_> = Backend::compiled()
             .into_iter()
