@@ -337,8 +337,8 @@ impl Storage for RocksDbStorage {
         self.db.flush_wal(true).map_err(rocks_err)
     }
 
-    /// Every row of `data` decodes below the applied end, read with RocksDB's block checksums
-    /// verified, and so is every row of `meta` (RocksDB keeps no offset index to compare).
+    /// Every row of `data` must decode below the applied end; both column families are read in
+    /// full with RocksDB's block checksums verified (RocksDB keeps no offset index to compare).
     fn verify(&self, verifier: &mut Verifier) -> Result<()> {
         verifier.engine_check("rocksdb block checksums (every block of both column families)");
         self.scan_verified(DATA_CF, verifier, |v, key, stored| {
