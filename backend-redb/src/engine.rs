@@ -5,9 +5,8 @@ use std::path::{Path, PathBuf};
 use engine_api::disk::{DiskEngine, StorageInit};
 use engine_api::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
-use redb::Builder;
 
-use crate::error::RedbResultExt;
+use crate::db::RedbDb;
 use crate::storage::RedbStorage;
 
 /// Name of the database file inside the bucket directory.
@@ -42,6 +41,9 @@ pub struct RedbDiskStats {
 ///   `Durability::None` otherwise (a non-durable commit may be lost on a crash, but it is never
 ///   torn: redb commits are atomic).
 /// * `advance_watermark` / `adopt_lake_watermark` always commit durably before returning.
+/// * `options.open_mode` decides whether the file is created (`Database::create`), must exist
+///   (`Database::open`), or is opened with redb's read-only open (`ReadOnlyDatabase`), which
+///   never writes to it.
 /// * `reclaim` runs the shared sweeper with one write transaction per chunk of
 ///   `sweep_chunk_rows` index rows, so writers wait for at most one chunk, and ends with one
 ///   durable commit.
@@ -78,8 +80,9 @@ impl RedbEngine {
     /// Stores `stored` verbatim under `key`, bypassing the codec. **For corruption tests only**
     /// (cargo feature `testing`).
     ///
-    /// The row is indexed at offset 0 — as if it had been written first and damaged since — so
-    /// that any sweep with a non-zero threshold meets it, keeps it and counts it.
+    /// The row is indexed like any write: at its tag when the bytes decode, and at offset 0 —
+    /// as if it had been written first and damaged since — when they do not, so that any sweep
+    /// with a non-zero threshold meets it, keeps it and counts it.
     #[cfg(feature = "testing")]
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         self.inner.insert_raw(key, stored)
@@ -93,16 +96,19 @@ impl RedbEngine {
     pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
         self.inner.storage().insert_index_row(row)
     }
+
+    /// Removes `row` from the `by_offset` index, bypassing the engine; returns whether it was
+    /// there. **For tests of data rows missing their index row only** (cargo feature `testing`).
+    pub fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
+        self.inner.storage().remove_index_row(row)
+    }
 }
 
 impl OpenEngine for RedbEngine {
     fn open(path: &Path, options: EngineOptions) -> Result<Self> {
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             let file: PathBuf = init.dir.join(DB_FILE);
-            let db = Builder::new()
-                .set_cache_size(CACHE_BYTES)
-                .create(&file)
-                .redb()?;
+            let db = RedbDb::open(init.dir, &file, init.options.open_mode)?;
             RedbStorage::new(db, file, init.options)
         })?;
         Ok(RedbEngine { inner })

@@ -9,6 +9,7 @@
 //! Reclamation is the shared range-scan sweeper of `engine_api::sweeper`; this crate only
 //! supplies the chunk transaction. See the crate README for the trade-offs.
 
+mod db;
 mod engine;
 mod error;
 mod storage;

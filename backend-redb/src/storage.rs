@@ -6,9 +6,11 @@ use engine_api::batch::Record;
 use engine_api::covered::MetaRow;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::sweeper::{self, index_key};
+use engine_api::verify::Verifier;
 use engine_api::{EngineOptions, Result};
-use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, WriteTransaction};
+use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
+use crate::db::RedbDb;
 use crate::engine::RedbDiskStats;
 use crate::error::{BACKEND, RedbResultExt};
 use crate::sweep::RedbChunker;
@@ -17,20 +19,24 @@ use crate::tables::{BY_OFFSET, DATA, META};
 /// One bucket's database file.
 #[derive(Debug)]
 pub(crate) struct RedbStorage {
-    db: Database,
+    db: RedbDb,
     file: PathBuf,
     sweep_chunk_rows: usize,
 }
 
 impl RedbStorage {
-    /// Wraps an open database, creating its tables when missing (in one write transaction).
-    pub(crate) fn new(db: Database, file: PathBuf, options: &EngineOptions) -> Result<Self> {
-        let txn = db.begin_write().redb()?;
-        // Opening the tables in a write transaction creates them on a fresh file.
-        txn.open_table(DATA).redb()?;
-        txn.open_table(BY_OFFSET).redb()?;
-        txn.open_table(META).redb()?;
-        txn.commit().redb()?;
+    /// Wraps an open database, creating its tables when missing (in one write transaction) when
+    /// it is writable. A read-only database is left as it is: a file this engine created always
+    /// holds the three tables.
+    pub(crate) fn new(db: RedbDb, file: PathBuf, options: &EngineOptions) -> Result<Self> {
+        if let RedbDb::Writable(db) = &db {
+            let txn = db.begin_write().redb()?;
+            // Opening the tables in a write transaction creates them on a fresh file.
+            txn.open_table(DATA).redb()?;
+            txn.open_table(BY_OFFSET).redb()?;
+            txn.open_table(META).redb()?;
+            txn.commit().redb()?;
+        }
         Ok(RedbStorage {
             db,
             file,
@@ -49,20 +55,38 @@ impl RedbStorage {
     /// An empty durable commit: makes earlier non-durable commits durable and lets redb reuse
     /// the pages they freed.
     fn durable_barrier(&self) -> Result<()> {
-        let mut txn = self.db.begin_write().redb()?;
+        let mut txn = self.writable("flush")?.begin_write().redb()?;
         txn.set_durability(Durability::Immediate).redb()?;
         txn.commit().redb()
     }
 
+    /// The writable database, or [`engine_api::Error::ReadOnly`] for `operation`.
+    fn writable(&self, operation: &'static str) -> Result<&Database> {
+        self.db.writable(&self.file, operation)
+    }
+
     #[cfg(feature = "testing")]
     pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        let txn = self.db.begin_write().redb()?;
+        let txn = self.writable("insert_index_row")?.begin_write().redb()?;
         txn.open_table(BY_OFFSET).redb()?.insert(row, ()).redb()?;
         txn.commit().redb()
     }
 
+    #[cfg(feature = "testing")]
+    pub(crate) fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
+        let txn = self.writable("remove_index_row")?.begin_write().redb()?;
+        let removed = txn
+            .open_table(BY_OFFSET)
+            .redb()?
+            .remove(row)
+            .redb()?
+            .is_some();
+        txn.commit().redb()?;
+        Ok(removed)
+    }
+
     pub(crate) fn disk_stats(&self) -> Result<RedbDiskStats> {
-        let txn = self.db.begin_write().redb()?;
+        let txn = self.writable("disk_stats")?.begin_write().redb()?;
         let stats = txn.stats().redb()?;
         txn.abort().redb()?;
         Ok(RedbDiskStats {
@@ -113,26 +137,27 @@ impl Storage for RedbStorage {
     const BACKEND: &'static str = BACKEND;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
-        let txn = self.db.begin_read().redb()?;
+        let txn = self.db.begin_read()?;
         let meta = txn.open_table(META).redb()?;
         Ok(meta.get(key.name()).redb()?.map(|v| v.value().to_vec()))
     }
 
     fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
-        let txn = self.db.begin_write().redb()?; // Durability::Immediate is redb's default.
+        // Durability::Immediate is redb's default.
+        let txn = self.writable("persist_meta")?.begin_write().redb()?;
         put_meta(&txn, key, value)?;
         txn.commit().redb()
     }
 
     fn holds_data(&self) -> Result<bool> {
-        let txn = self.db.begin_read().redb()?;
+        let txn = self.db.begin_read()?;
         let data = txn.open_table(DATA).redb()?;
         let index = txn.open_table(BY_OFFSET).redb()?;
         Ok(!data.is_empty().redb()? || !index.is_empty().redb()?)
     }
 
     fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-        let txn = self.db.begin_read().redb()?;
+        let txn = self.db.begin_read()?;
         let meta = txn.open_table(META).redb()?;
         let mut rows = Vec::new();
         for row in meta.range(prefix..).redb()? {
@@ -149,7 +174,7 @@ impl Storage for RedbStorage {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut txn = self.db.begin_write().redb()?;
+        let mut txn = self.writable("write metadata rows")?.begin_write().redb()?;
         txn.set_durability(Durability::None).redb()?;
         put_rows(&txn, rows)?;
         txn.commit().redb()
@@ -162,7 +187,7 @@ impl Storage for RedbStorage {
         rows: &[MetaRow],
         sync: bool,
     ) -> Result<()> {
-        let mut txn = self.db.begin_write().redb()?;
+        let mut txn = self.writable("apply")?.begin_write().redb()?;
         txn.set_durability(durability(sync)).redb()?;
         {
             let mut data = txn.open_table(DATA).redb()?;
@@ -191,7 +216,7 @@ impl Storage for RedbStorage {
     }
 
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
-        let txn = self.db.begin_read().redb()?;
+        let txn = self.db.begin_read()?;
         let data = txn.open_table(DATA).redb()?;
         let stored = data.get(key).redb()?;
         read(stored.as_ref().map(|guard| guard.value()))
@@ -199,7 +224,9 @@ impl Storage for RedbStorage {
 
     fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
         let bytes_before = self.file_bytes()?;
-        let chunker = RedbChunker { db: &self.db };
+        let chunker = RedbChunker {
+            db: self.writable("reclaim")?,
+        };
         let totals = sweeper::sweep(&chunker, request.threshold, self.sweep_chunk_rows)?;
         if totals.chunks > 0 {
             // One fsync for the whole sweep, which also releases the freed pages for reuse.
@@ -221,7 +248,7 @@ impl Storage for RedbStorage {
     }
 
     fn live_entries(&self) -> Result<LiveEntries> {
-        let txn = self.db.begin_read().redb()?;
+        let txn = self.db.begin_read()?;
         let data = txn.open_table(DATA).redb()?;
         Ok(LiveEntries {
             count: data.len().redb()?,
@@ -234,14 +261,42 @@ impl Storage for RedbStorage {
         self.durable_barrier()
     }
 
+    /// Both tables in one read transaction: every data row decodes below the applied end and
+    /// has its index row, every index row names a data row. redb verifies its page checksums
+    /// only in its repair path (`Database::check_integrity`, which writes), so no engine check
+    /// runs here.
+    fn verify(&self, verifier: &mut Verifier) -> Result<()> {
+        let txn = self.db.begin_read()?;
+        let data = txn.open_table(DATA).redb()?;
+        let index = txn.open_table(BY_OFFSET).redb()?;
+        for row in data.iter().redb()? {
+            let (key, stored) = row.redb()?;
+            verifier.indexed_data_row(key.value(), stored.value(), |row| {
+                index.get(row).map(|found| found.is_some()).redb()
+            })?;
+        }
+        let rows = index
+            .iter()
+            .redb()?
+            .map(|row| row.map(|(k, _)| k.value().to_vec()).redb());
+        verifier.index_rows(rows, |key| {
+            data.get(key)
+                .map(|found| found.map(|g| g.value().to_vec()))
+                .redb()
+        })
+    }
+
+    /// Stores the bytes verbatim and indexes them like any write: at their tag when they
+    /// decode, at offset 0 (below every non-zero threshold) when they do not.
     #[cfg(feature = "testing")]
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        let txn = self.db.begin_write().redb()?;
+        let tag = engine_api::codec::peek_tag(stored).unwrap_or(0);
+        let txn = self.writable("insert_raw")?.begin_write().redb()?;
         {
             let mut data = txn.open_table(DATA).redb()?;
             data.insert(key, stored).redb()?;
             let mut index = txn.open_table(BY_OFFSET).redb()?;
-            index.insert(index_key(0, key).as_slice(), ()).redb()?;
+            index.insert(index_key(tag, key).as_slice(), ()).redb()?;
         }
         txn.commit().redb()
     }

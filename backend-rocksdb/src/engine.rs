@@ -40,7 +40,8 @@ pub struct RocksDbEngine {
 }
 
 impl RocksDbEngine {
-    /// Opens (creating when missing) the bucket at `path` with the shared resources of `context`.
+    /// Opens the bucket at `path` with the shared resources of `context` (creating it when
+    /// missing, unless `options.open_mode` says otherwise).
     pub fn open_in(context: &RocksDbContext, path: &Path, options: EngineOptions) -> Result<Self> {
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             RocksDbStorage::open(context, init)

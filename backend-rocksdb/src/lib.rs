@@ -20,6 +20,8 @@ pub mod engine;
 pub mod filter;
 pub mod storage;
 pub mod suppliers;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use context::{ContextOptions, RocksDbContext};
 pub use engine::RocksDbEngine;

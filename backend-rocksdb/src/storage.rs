@@ -14,10 +14,11 @@ use engine_api::batch::Record;
 use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
-use engine_api::{Error, Result};
+use engine_api::verify::Verifier;
+use engine_api::{Error, Result, layout};
 use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, ReadOptions, ReadTier, WriteOptions,
-    properties,
+    ColumnFamily, ColumnFamilyDescriptor, DB, ErrorKind, FlushOptions, ReadOptions, ReadTier,
+    WriteOptions, properties,
 };
 
 use crate::compact;
@@ -56,10 +57,18 @@ impl std::fmt::Debug for RocksDbStorage {
 }
 
 impl RocksDbStorage {
-    /// Opens (creating when missing) the database under `init.dir` with the shared resources of
-    /// `context`; the filter reads `init.watermark`.
+    /// Opens the database under `init.dir` with the shared resources of `context`; the filter
+    /// reads `init.watermark`. It is created when missing if `init.options.open_mode` creates;
+    /// otherwise it must exist ([`Error::NoStore`] when it does not), and
+    /// [`OpenMode::ReadOnly`](engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
+    /// open, which writes nothing (not even its info log).
     pub fn open(context: &RocksDbContext, init: StorageInit<'_>) -> Result<Self> {
         let db_path = init.dir.join(DB_DIR);
+        let mode = init.options.open_mode;
+        if !mode.creates() {
+            // Checked first: the Rust binding creates the database directory before any open.
+            layout::require_engine_files(init.dir, &db_path.join("CURRENT"), "RocksDB database")?;
+        }
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,
@@ -67,8 +76,8 @@ impl RocksDbStorage {
         let filter_counters = Arc::new(FilterCounters::default());
 
         let mut db_opts = context.options();
-        db_opts.create_if_missing(true);
-        db_opts.create_missing_column_families(true);
+        db_opts.create_if_missing(mode.creates());
+        db_opts.create_missing_column_families(mode.creates());
         let mut data_opts = context.options();
         data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
         data_opts.set_compaction_filter_factory(
@@ -77,14 +86,16 @@ impl RocksDbStorage {
         );
         let mut meta_opts = context.options();
         meta_opts.set_write_buffer_size(256 << 10);
-        let db = DB::open_cf_descriptors(
-            &db_opts,
-            &db_path,
-            [
-                ColumnFamilyDescriptor::new(DATA_CF, data_opts),
-                ColumnFamilyDescriptor::new(META_CF, meta_opts),
-            ],
-        )
+        let families = [
+            ColumnFamilyDescriptor::new(DATA_CF, data_opts),
+            ColumnFamilyDescriptor::new(META_CF, meta_opts),
+        ];
+        let db = if mode.writes() {
+            DB::open_cf_descriptors(&db_opts, &db_path, families)
+        } else {
+            // Replays the WAL into memory, never into files.
+            DB::open_cf_descriptors_read_only(&db_opts, &db_path, families, false)
+        }
         .map_err(rocks_err)?;
         Ok(RocksDbStorage {
             db,
@@ -159,6 +170,39 @@ impl RocksDbStorage {
         self.db
             .cf_handle(name)
             .ok_or_else(|| Error::backend(BACKEND, format!("column family {name:?} is missing")))
+    }
+
+    /// Iterates the whole column family `name` with every block's checksum verified (and the
+    /// block cache left alone), calling `visit` per row. A checksum mismatch (RocksDB reports any
+    /// corruption it meets this way) is a finding, reported with the last key read before it;
+    /// any other error ends the check.
+    fn scan_verified(
+        &self,
+        name: &str,
+        verifier: &mut Verifier,
+        mut visit: impl FnMut(&mut Verifier, &[u8], &[u8]),
+    ) -> Result<()> {
+        let mut opts = ReadOptions::default();
+        opts.set_verify_checksums(true);
+        opts.fill_cache(false);
+        let mut iter = self.db.raw_iterator_cf_opt(self.cf(name)?, opts);
+        iter.seek_to_first();
+        let mut last_key: Option<Vec<u8>> = None;
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            visit(verifier, key, value);
+            let last = last_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(key);
+            iter.next();
+        }
+        match iter.status() {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::Corruption => {
+                verifier.engine_check_failed(last_key.as_deref(), format!("{name}: {e}"));
+                Ok(())
+            }
+            Err(e) => Err(rocks_err(e)),
+        }
     }
 
     /// The work of one reclaim, with the threshold already in force in the filter: flush, then
@@ -341,6 +385,16 @@ impl Storage for RocksDbStorage {
 
     fn flush(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(rocks_err)
+    }
+
+    /// Every row of `data` must decode below the applied end; both column families are read in
+    /// full with RocksDB's block checksums verified (RocksDB keeps no offset index to compare).
+    fn verify(&self, verifier: &mut Verifier) -> Result<()> {
+        verifier.engine_check("rocksdb block checksums (every block of both column families)");
+        self.scan_verified(DATA_CF, verifier, |v, key, stored| {
+            v.data_row(key, stored);
+        })?;
+        self.scan_verified(META_CF, verifier, |_, _, _| {})
     }
 
     #[cfg(feature = "testing")]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use engine_api::disk::{DiskEngine, StorageInit};
 use engine_api::sweeper::SweepTotals;
-use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
+use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine, layout};
 
 #[cfg(feature = "testing")]
 use crate::chunk::ChunkHook;
@@ -14,6 +14,9 @@ use crate::storage::SledStorage;
 /// Subdirectory of the bucket directory that holds sled's own files (the bucket directory itself
 /// holds the Tidemark marker beside it).
 pub const DB_SUBDIR: &str = "sled";
+
+/// The file sled 0.34 keeps its log in, inside [`DB_SUBDIR`]: present in every sled database.
+const SLED_DB_FILE: &str = "db";
 
 /// The most index rows one sweep chunk visits, whatever `sweep_chunk_rows` asks for.
 ///
@@ -34,6 +37,11 @@ const CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 /// [`DiskEngine`]; this type adds sled's diagnostics. The applied end and the live-entry count
 /// change in the same transaction as the rows they describe; the watermark is written to `meta`
 /// and flushed before it is published.
+///
+/// sled has no read-only mode: with [`engine_api::OpenMode::ReadOnly`] the engine writes nothing
+/// and refuses every write, but sled itself opens its files read-write, takes its lock and may
+/// extend or rewrite its own log and snapshot files while it recovers at open and flushes at
+/// close (the keys and values stay the same).
 ///
 /// If a flush that follows a committed write fails, the engine is marked failed: from then on
 /// every write, watermark change, reclaim and flush returns [`engine_api::Error::StoreFailed`]
@@ -110,6 +118,13 @@ impl SledEngine {
     pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
         self.inner.storage().insert_index_row(row)
     }
+
+    /// Removes `row` from the `by_offset` index, bypassing the engine; returns whether it was
+    /// there. **For tests of data rows missing their index row only** (cargo feature `testing`).
+    #[cfg(feature = "testing")]
+    pub fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
+        self.inner.storage().remove_index_row(row)
+    }
 }
 
 impl OpenEngine for SledEngine {
@@ -118,11 +133,20 @@ impl OpenEngine for SledEngine {
         // is refused before sled creates anything in it.
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             let db_dir = init.dir.join(DB_SUBDIR);
+            let mode = init.options.open_mode;
+            if !mode.creates() {
+                // sled creates a missing database; an open of an existing store must not.
+                layout::require_engine_files(
+                    init.dir,
+                    &db_dir.join(SLED_DB_FILE),
+                    "sled database",
+                )?;
+            }
             let config = sled::Config::new()
                 .path(&db_dir)
                 .cache_capacity(CACHE_CAPACITY_BYTES);
             let chunk_rows = init.options.sweep_chunk_rows.clamp(1, MAX_SWEEP_CHUNK_ROWS);
-            SledStorage::open(init.dir, &db_dir, &config, chunk_rows)
+            SledStorage::open(init.dir, &db_dir, &config, chunk_rows, mode.writes())
         })?;
         Ok(SledEngine { inner })
     }

@@ -31,9 +31,14 @@ pub(crate) fn restore_live(meta: &sled::Tree, path: &Path) -> Result<Option<u64>
     })
 }
 
+/// Counts the rows of `data` (O(table): only when the store has no count).
+pub(crate) fn count_rows(data: &sled::Tree) -> Result<u64> {
+    engine_api::sweeper::count_rows(data.iter().keys(), sled_error)
+}
+
 /// Counts the rows of `data` and persists the count (not flushed; the caller flushes).
 pub(crate) fn count_live_entries(data: &sled::Tree, meta: &sled::Tree) -> Result<u64> {
-    let count = engine_api::sweeper::count_rows(data.iter().keys(), sled_error)?;
+    let count = count_rows(data)?;
     meta.insert(LIVE_ENTRIES, &encode_u64(count)[..])
         .map_err(sled_error)?;
     Ok(count)

@@ -16,6 +16,7 @@ use engine_api::covered::MetaRow;
 use engine_api::disk::meta::{decode_u64, encode_u64};
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::sweeper::{self, index_key};
+use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
@@ -66,14 +67,15 @@ impl SledStorage {
     /// Opens sled's database in `db_dir` (inside the bucket directory `dir`, already claimed by
     /// the skeleton) with `config`, and its three trees, and restores the live-entry count.
     ///
-    /// A store without a (readable) count is counted once here and the count persisted. That is
-    /// a write, so the metadata the skeleton checks next is checked first: a store the skeleton
-    /// will refuse (a newer format, damaged metadata) is never written to.
+    /// A store without a (readable) count is counted once here and, when `writes`, the count
+    /// persisted. That is a write, so the metadata the skeleton checks next is checked first: a
+    /// store the skeleton will refuse (a newer format, damaged metadata) is never written to.
     pub(crate) fn open(
         dir: &Path,
         db_dir: &Path,
         config: &sled::Config,
         sweep_chunk_rows: usize,
+        writes: bool,
     ) -> Result<Self> {
         let (db, open_store) = registry::open(dir, db_dir, config)?;
         let tree = |name: &str| db.open_tree(name).map_err(sled_error);
@@ -96,6 +98,10 @@ impl SledStorage {
         };
         let live = match meta::restore_live(&storage.meta, dir)? {
             Some(count) => count,
+            None if !writes => {
+                storage.check_meta()?;
+                meta::count_rows(&storage.data)?
+            }
             None => {
                 storage.check_meta()?;
                 // Nothing else can write yet: the registry refuses a second open in this process.
@@ -153,6 +159,15 @@ impl SledStorage {
     pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
         self.by_offset.insert(row, &[][..]).map_err(sled_error)?;
         self.flush_db().map_err(sled_error)
+    }
+
+    /// Removes `row` from `by_offset` and flushes; whether it was there (tests of data rows
+    /// missing their index row).
+    #[cfg(feature = "testing")]
+    pub(crate) fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
+        let removed = self.by_offset.remove(row).map_err(sled_error)?.is_some();
+        self.flush_db().map_err(sled_error)?;
+        Ok(removed)
     }
 
     /// Flushes after a committed write. On failure the write is visible but maybe not durable,
@@ -337,6 +352,20 @@ impl Storage for SledStorage {
     /// fail the store (a retry flushes).
     fn flush(&self) -> Result<()> {
         self.flush_db().map_err(sled_error)
+    }
+
+    /// Walks `data` (each row's index row looked up in `by_offset`), then `by_offset` (each
+    /// row's data row looked up in `data`). sled has no check of its own beyond the log
+    /// checksums it verifies when it opens, so no engine check runs here.
+    fn verify(&self, verifier: &mut Verifier) -> Result<()> {
+        for row in self.data.iter() {
+            let (key, stored) = row.map_err(sled_error)?;
+            verifier.indexed_data_row(&key, &stored, |row| {
+                self.by_offset.contains_key(row).map_err(sled_error)
+            })?;
+        }
+        let rows = self.by_offset.iter().keys().map(|r| r.map_err(sled_error));
+        verifier.index_rows(rows, |key| self.data.get(key).map_err(sled_error))
     }
 
     fn check_usable(&self) -> Result<()> {

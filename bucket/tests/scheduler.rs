@@ -131,7 +131,7 @@ impl FakeEngine {
 
 impl Engine for FakeEngine {
     forward_engine!(inner; apply lookup advance_watermark adopt_lake_watermark watermark
-        applied_end reclaim_below stats flush reclaimable);
+        applied_end reclaim_below stats flush reclaimable verify);
     fn backend_name(&self) -> &'static str {
         "fake"
     }

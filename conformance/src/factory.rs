@@ -21,8 +21,15 @@ pub struct Capabilities {
     pub background_reclaim: bool,
     /// Reclaim sweeps an offset-ordered index with the shared sweeper (sled, redb):
     /// [`EngineFactory::last_sweep`] reports its row-level work and
-    /// [`EngineFactory::inject_index_row`] can plant an index row.
+    /// [`EngineFactory::inject_index_row`] can plant an index row and
+    /// [`EngineFactory::remove_index_row`] remove one.
     pub offset_index: bool,
+    /// `open` follows [`engine_api::OpenMode`]: it can require an existing store (creating
+    /// nothing) and open one read-only (refusing every write).
+    pub open_existing: bool,
+    /// A read-only open leaves every file of the store byte for byte as it was (the engine opens
+    /// its files read-only; sled cannot).
+    pub read_only_files: bool,
 }
 
 /// Creates engines of one backend for the suite.
@@ -36,8 +43,9 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// What this backend supports.
     fn capabilities(&self) -> Capabilities;
 
-    /// Opens (creating when empty) the engine stored in `dir`. For a backend without
-    /// [`Capabilities::reopen`] every call returns a fresh, empty engine.
+    /// Opens the engine stored in `dir` as `options.open_mode` says (by default creating it
+    /// when missing). For a backend without [`Capabilities::reopen`] every call returns a fresh,
+    /// empty engine.
     fn open(&self, dir: &Path, options: EngineOptions) -> Result<Self::Engine>;
 
     /// Stores `stored` verbatim under `key`, bypassing the codec, so the suite can check that
@@ -69,6 +77,16 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// Writes `row` verbatim into the offset index, for cases about index rows the sweeper
     /// cannot read. Only called when [`Capabilities::offset_index`] is true.
     fn inject_index_row(&self, engine: &Self::Engine, row: &[u8]) -> Result<()> {
+        let _ = (engine, row);
+        Err(engine_api::Error::Unsupported(format!(
+            "{} has no offset index",
+            Self::NAME
+        )))
+    }
+
+    /// Removes `row` from the offset index (whether it was there), for cases about data rows
+    /// missing their index row. Only called when [`Capabilities::offset_index`] is true.
+    fn remove_index_row(&self, engine: &Self::Engine, row: &[u8]) -> Result<bool> {
         let _ = (engine, row);
         Err(engine_api::Error::Unsupported(format!(
             "{} has no offset index",

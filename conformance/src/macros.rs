@@ -71,6 +71,15 @@ macro_rules! for_each_case {
             reclaim_after_reopen [Reopen] "reclaim after reopen removes exactly the covered entries; they stay gone",
             missing_directory_created [Reopen] "a missing directory (and its parents) is created",
             foreign_directory_rejected [Reopen] "another backend's, a newer format's or foreign files' directory is a clear error",
+            open_existing_creates_nothing [OpenExisting] "an open requiring an existing store of a missing path, an empty directory or a bare marker is NoStore and creates nothing",
+            read_only_open_reads_and_refuses_writes [OpenExisting] "a read-only open reads data, W and the applied end, refuses every write with ReadOnly and changes nothing (no file at all where the engine opens read-only)",
+            must_exist_open_writes [OpenExisting] "an open requiring an existing store opens it read-write",
+            // the offline check
+            verify_clean_store [] "verify of a consistent store is clean and counts values, tombstones, covered entries and (offset index) rows and stale rows",
+            verify_finds_undecodable_values [RawInjection] "verify finds every undecodable value with its key, and nothing else; it repairs nothing",
+            verify_finds_tags_at_or_above_applied_end [RawInjection] "verify finds every entry tagged at or above the applied end, and nothing else",
+            verify_reports_lagging_watermark_without_damage [] "W above the applied end (an adopted lake end) is reported, not counted as damage",
+            verify_finds_index_damage [OffsetIndex] "verify finds unparsable index rows, index rows without their data, and data rows without their index row",
             // concurrency and the model
             concurrent_apply_reclaim_lookup [] "writer, watermark-advancing reclaimer and readers at once: nothing uncovered lost, no older version seen",
             model_based [] "proptest: random apply / advance / adopt / reclaim / reopen / lookup sequences match MemoryEngine step by step",

@@ -15,6 +15,8 @@ pub enum Need {
     RawInjection,
     /// Reclaim sweeps an offset index ([`Capabilities::offset_index`]).
     OffsetIndex,
+    /// Opens follow the open mode ([`Capabilities::open_existing`]).
+    OpenExisting,
 }
 
 impl Need {
@@ -25,6 +27,7 @@ impl Need {
             Need::ExactLiveEntries => caps.exact_live_entries,
             Need::RawInjection => caps.raw_injection,
             Need::OffsetIndex => caps.offset_index,
+            Need::OpenExisting => caps.open_existing,
         }
     }
 
@@ -35,6 +38,7 @@ impl Need {
             Need::ExactLiveEntries => "backend does not count live entries exactly",
             Need::RawInjection => "backend cannot store raw (corrupt) bytes",
             Need::OffsetIndex => "backend does not reclaim by sweeping an offset index",
+            Need::OpenExisting => "backend has no existing store to open (nothing persists)",
         }
     }
 }

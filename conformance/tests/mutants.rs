@@ -51,6 +51,8 @@ impl EngineFactory for ReopenableMemoryFactory {
             raw_injection: true,
             background_reclaim: false,
             offset_index: false,
+            open_existing: false,
+            read_only_files: false,
         }
     }
 
@@ -72,7 +74,7 @@ impl EngineFactory for ReopenableMemoryFactory {
 
 impl Engine for Reopened {
     forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
-        watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable);
+        watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable verify);
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
         stats.counters = stats.counters.since(&self.base);
@@ -205,7 +207,7 @@ impl Engine for Mutant {
         self.inner.advance_watermark(w)
     }
 
-    forward_engine!(inner; adopt_lake_watermark applied_end flush reclaimable);
+    forward_engine!(inner; adopt_lake_watermark applied_end flush reclaimable verify);
 
     /// Through the (possibly mutated) `lookup`: the wrapped memory engine never blocks.
     fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
@@ -252,6 +254,8 @@ impl EngineFactory for MutantFactory {
             raw_injection: true,
             background_reclaim: false,
             offset_index: false,
+            open_existing: false,
+            read_only_files: false,
         }
     }
 

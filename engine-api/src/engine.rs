@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 use crate::stats::{EngineStats, Reclaimable};
+use crate::verify::VerifyReport;
 
 /// A bucket's local key-value state, tagged with WAL offsets and reclaimed below a watermark.
 ///
@@ -85,13 +86,19 @@ pub trait Engine: Send + Sync {
 
     /// Makes every returned write durable (useful with `sync_writes = false`).
     fn flush(&self) -> Result<()>;
+
+    /// Offline consistency check (§ Engine contract / verify): reads every stored entry (and
+    /// offset-index row) and reports what is damaged; changes nothing. It reads the whole store
+    /// and holds off writes and reclaims while it runs: meant for a store opened read-only.
+    fn verify(&self) -> Result<VerifyReport>;
 }
 
 /// An engine stored in a directory, opened (or created) from a path.
 pub trait OpenEngine: Engine + Sized {
-    /// Opens the store at `path`, creating the directory when missing, and restores the
-    /// watermark, the applied end and all data. A directory holding another backend's files or a
-    /// newer format is an error.
+    /// Opens the store at `path` and restores the watermark, the applied end and all data. A
+    /// directory holding another backend's files or a newer format is an error. By default a
+    /// missing store is created; `options.open_mode` can require an existing store and forbid
+    /// writes ([`OpenMode`](crate::options::OpenMode)).
     fn open(path: &Path, options: EngineOptions) -> Result<Self>;
 }
 
@@ -111,7 +118,8 @@ pub trait OpenEngine: Engine + Sized {
 ///
 /// impl Engine for Quiet {
 ///     forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
-///         watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable);
+///         watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable
+///         verify);
 ///     fn stats(&self) -> Result<EngineStats> {
 ///         Ok(EngineStats { counters: Default::default(), ..self.inner.stats()? })
 ///     }
@@ -127,7 +135,7 @@ macro_rules! forward_engine {
     ($target:tt) => {
         $crate::forward_engine!($target; backend_name apply lookup advance_watermark
             adopt_lake_watermark watermark applied_end reclaim reclaim_below stats flush
-            lookup_inline reclaimable);
+            lookup_inline reclaimable verify);
     };
     ($target:tt; $($method:ident)*) => {
         $( $crate::forward_engine!(@one $target $method); )*
@@ -197,6 +205,11 @@ macro_rules! forward_engine {
     (@one $t:tt reclaimable) => {
         fn reclaimable(&self) -> $crate::Result<$crate::Reclaimable> {
             $crate::forward_engine!(@to self $t).reclaimable()
+        }
+    };
+    (@one $t:tt verify) => {
+        fn verify(&self) -> $crate::Result<$crate::verify::VerifyReport> {
+            $crate::forward_engine!(@to self $t).verify()
         }
     };
 }

@@ -79,6 +79,28 @@ pub enum Error {
         /// What was found there.
         reason: String,
     },
+    /// An open that must find an existing store ([`OpenMode::MustExist`] or
+    /// [`OpenMode::ReadOnly`]) found none at the path: no such directory, no marker, or a marker
+    /// without the engine's files. Nothing was created there.
+    ///
+    /// [`OpenMode::MustExist`]: crate::options::OpenMode::MustExist
+    /// [`OpenMode::ReadOnly`]: crate::options::OpenMode::ReadOnly
+    #[error("no Tidemark store at {path}: {reason}")]
+    NoStore {
+        /// The path that was opened.
+        path: PathBuf,
+        /// What is missing there.
+        reason: String,
+    },
+    /// The store was opened read-only ([`OpenMode::ReadOnly`](crate::options::OpenMode::ReadOnly)):
+    /// writes, watermark changes, reclaims and flushes are refused, and nothing was changed.
+    #[error("store {path} is open read-only: {operation} refused")]
+    ReadOnly {
+        /// The store location.
+        path: PathBuf,
+        /// What was refused (`"apply"`, `"reclaim"`, ...).
+        operation: &'static str,
+    },
     /// The store was written by a newer (or unknown) on-disk format.
     #[error("{path} has format version {found}; this build supports up to {supported}")]
     UnsupportedFormat {

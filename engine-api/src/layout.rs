@@ -4,14 +4,110 @@
 //! another engine's.
 
 use std::fs;
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::Path;
 
 use crate::codec::FORMAT_VERSION;
 use crate::error::{Error, Result};
+use crate::options::OpenMode;
 
 /// Name of the marker file inside every bucket directory.
 pub const MARKER_FILE: &str = "TIDEMARK";
+
+/// What a bucket directory's marker says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// The backend that owns the directory (`"sled"`, `"redb"`, `"rocksdb"`, ...).
+    pub backend: String,
+    /// The on-disk format version the store was created with.
+    pub format: u32,
+}
+
+impl Marker {
+    /// Checks that the marker of `dir` names `backend` and a format this build reads:
+    /// [`Error::WrongBackend`] or [`Error::UnsupportedFormat`] otherwise.
+    pub fn check(&self, dir: &Path, backend: &'static str) -> Result<()> {
+        if self.backend != backend {
+            return Err(Error::WrongBackend {
+                path: dir.to_path_buf(),
+                found: self.backend.clone(),
+                expected: backend,
+            });
+        }
+        if self.format > FORMAT_VERSION || self.format == 0 {
+            return Err(Error::UnsupportedFormat {
+                path: dir.to_path_buf(),
+                found: self.format,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads the marker of the store at `dir`, creating and changing nothing.
+///
+/// Errors: [`Error::NoStore`] when `dir` does not exist, is not a directory, or is an empty
+/// directory; [`Error::ForeignDirectory`] when it holds files but no marker, or a marker that
+/// cannot be read.
+pub fn read_marker(dir: &Path) -> Result<Marker> {
+    let no_store = |reason: &str| Error::NoStore {
+        path: dir.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    match fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Err(no_store("it is not a directory")),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(no_store("no such directory"));
+        }
+        Err(e) => return Err(Error::Io(e)),
+    }
+    match fs::read_to_string(dir.join(MARKER_FILE)) {
+        Ok(text) => parse_marker(dir, &text),
+        Err(e) if e.kind() == ErrorKind::NotFound => match foreign_entries(dir)? {
+            Some(found) => Err(unmarked(dir, &found)),
+            None => Err(no_store(&format!(
+                "the directory is empty (no {MARKER_FILE} marker)"
+            ))),
+        },
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+/// Prepares `dir` for an open in `mode`: [`claim_directory`] when the mode creates, otherwise
+/// [`check_directory`] (which never creates anything).
+pub fn open_directory(dir: &Path, backend: &'static str, mode: OpenMode) -> Result<()> {
+    if mode.creates() {
+        claim_directory(dir, backend)
+    } else {
+        check_directory(dir, backend)
+    }
+}
+
+/// Checks that `dir` holds an existing store of `backend` ([`read_marker`], then
+/// [`Marker::check`]), creating and changing nothing.
+pub fn check_directory(dir: &Path, backend: &'static str) -> Result<()> {
+    read_marker(dir)?.check(dir, backend)
+}
+
+/// For an open of an existing store: [`Error::NoStore`] when `path`, the engine's own file or
+/// directory (`what`) inside the marked directory `dir`, is missing. A crash between writing the
+/// marker and creating the engine's files leaves such a directory; an open that must not create
+/// anything refuses it rather than let the engine create its files.
+pub fn require_engine_files(dir: &Path, path: &Path, what: &str) -> Result<()> {
+    match fs::metadata(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStore {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "it has a {MARKER_FILE} marker but no {what} ({} is missing)",
+                path.display()
+            ),
+        }),
+        Err(e) => Err(Error::Io(e)),
+    }
+}
 
 /// Creates `dir` when missing and checks (or, for an empty directory, writes) its marker.
 ///
@@ -20,29 +116,38 @@ pub const MARKER_FILE: &str = "TIDEMARK";
 /// directory holds files but no marker (or an unreadable one).
 pub fn claim_directory(dir: &Path, backend: &'static str) -> Result<()> {
     fs::create_dir_all(dir)?;
-    let marker = dir.join(MARKER_FILE);
-    match fs::read_to_string(&marker) {
-        Ok(text) => check_marker(dir, backend, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut entries = fs::read_dir(dir)?
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect::<Vec<_>>();
-            if !entries.is_empty() {
-                entries.sort();
-                entries.truncate(5);
-                return Err(Error::ForeignDirectory {
-                    path: dir.to_path_buf(),
-                    reason: format!("no {MARKER_FILE} marker, but found {}", entries.join(", ")),
-                });
-            }
-            write_marker(dir, backend)
-        }
+    match fs::read_to_string(dir.join(MARKER_FILE)) {
+        Ok(text) => parse_marker(dir, &text)?.check(dir, backend),
+        Err(e) if e.kind() == ErrorKind::NotFound => match foreign_entries(dir)? {
+            Some(found) => Err(unmarked(dir, &found)),
+            None => write_marker(dir, backend),
+        },
         Err(e) => Err(Error::Io(e)),
     }
 }
 
-fn check_marker(dir: &Path, backend: &'static str, text: &str) -> Result<()> {
+/// The first few entries of `dir` (sorted), `None` when it is empty.
+fn foreign_entries(dir: &Path) -> Result<Option<String>> {
+    let mut entries = fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    entries.sort();
+    entries.truncate(5);
+    Ok(Some(entries.join(", ")))
+}
+
+fn unmarked(dir: &Path, found: &str) -> Error {
+    Error::ForeignDirectory {
+        path: dir.to_path_buf(),
+        reason: format!("no {MARKER_FILE} marker, but found {found}"),
+    }
+}
+
+fn parse_marker(dir: &Path, text: &str) -> Result<Marker> {
     let field = |name: &str| {
         text.lines()
             .filter_map(|l| l.split_once('='))
@@ -53,26 +158,12 @@ fn check_marker(dir: &Path, backend: &'static str, text: &str) -> Result<()> {
         path: dir.to_path_buf(),
         reason: reason.to_string(),
     };
-    let found = field("backend").ok_or_else(|| foreign("marker has no backend line"))?;
-    let format: u32 = field("format")
+    let backend = field("backend").ok_or_else(|| foreign("marker has no backend line"))?;
+    let format = field("format")
         .ok_or_else(|| foreign("marker has no format line"))?
         .parse()
         .map_err(|_| foreign("marker format is not a number"))?;
-    if found != backend {
-        return Err(Error::WrongBackend {
-            path: dir.to_path_buf(),
-            found,
-            expected: backend,
-        });
-    }
-    if format > FORMAT_VERSION || format == 0 {
-        return Err(Error::UnsupportedFormat {
-            path: dir.to_path_buf(),
-            found: format,
-            supported: FORMAT_VERSION,
-        });
-    }
-    Ok(())
+    Ok(Marker { backend, format })
 }
 
 fn write_marker(dir: &Path, backend: &str) -> Result<()> {
@@ -121,5 +212,64 @@ mod tests {
             claim_directory(tmp.path(), "sled"),
             Err(Error::UnsupportedFormat { found: 9, .. })
         ));
+    }
+
+    /// The names in `dir`, sorted, to show that a check changed nothing.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            out.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn existing_stores_are_checked_without_creating_anything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("no").join("such");
+        for mode in [OpenMode::MustExist, OpenMode::ReadOnly] {
+            let err = open_directory(&missing, "redb", mode).unwrap_err();
+            assert!(matches!(err, Error::NoStore { .. }), "{err}");
+            assert!(err.to_string().contains("no such directory"), "{err}");
+        }
+        assert!(!tmp.path().join("no").exists());
+
+        let empty = tmp.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let err = check_directory(&empty, "redb").unwrap_err();
+        assert!(matches!(err, Error::NoStore { .. }), "{err}");
+        assert!(listing(&empty).is_empty());
+
+        let file = tmp.path().join("file");
+        fs::write(&file, "x").unwrap();
+        assert!(matches!(read_marker(&file), Err(Error::NoStore { .. })));
+
+        let stray = tmp.path().join("stray");
+        fs::create_dir(&stray).unwrap();
+        fs::write(stray.join("CURRENT"), "x").unwrap();
+        let err = check_directory(&stray, "redb").unwrap_err();
+        assert!(matches!(err, Error::ForeignDirectory { .. }), "{err}");
+        assert_eq!(listing(&stray), ["CURRENT"]);
+
+        let claimed = tmp.path().join("claimed");
+        claim_directory(&claimed, "sled").unwrap();
+        assert_eq!(
+            read_marker(&claimed).unwrap(),
+            Marker {
+                backend: "sled".into(),
+                format: FORMAT_VERSION
+            }
+        );
+        check_directory(&claimed, "sled").unwrap();
+        assert!(matches!(
+            check_directory(&claimed, "redb"),
+            Err(Error::WrongBackend { .. })
+        ));
+        let err = require_engine_files(&claimed, &claimed.join("db"), "sled database").unwrap_err();
+        assert!(matches!(err, Error::NoStore { .. }), "{err}");
+        assert!(err.to_string().contains("sled database"), "{err}");
+        assert_eq!(listing(&claimed), [MARKER_FILE]);
     }
 }

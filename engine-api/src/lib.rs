@@ -5,8 +5,8 @@
 //! this crate is its code. Here: the stored value format ([`codec`]), the
 //! synchronous [`Engine`] trait with its result types and the [`EngineHandle`] that holds one,
 //! the shared watermark arithmetic ([`watermark`]), the range-scan [`sweeper`] loop used by the
-//! B-tree backends, the directory [`layout`] marker, the lock policy ([`sync`]) and the in-memory
-//! reference engine [`MemoryEngine`]. The bucket layer, the lake lookuper and the reclaim
+//! B-tree backends, the offline consistency check ([`verify`]), the directory [`layout`] marker,
+//! the lock policy ([`sync`]) and the in-memory reference engine [`MemoryEngine`]. The bucket layer, the lake lookuper and the reclaim
 //! scheduler live in the `tidemark-bucket` crate.
 
 pub mod batch;
@@ -24,6 +24,7 @@ pub mod rng;
 pub mod stats;
 pub mod sweeper;
 pub mod sync;
+pub mod verify;
 pub mod watermark;
 
 pub use batch::{MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record, WriteBatch};
@@ -31,6 +32,7 @@ pub use engine::{Engine, OpenEngine};
 pub use error::{Error, Result};
 pub use handle::EngineHandle;
 pub use memory::MemoryEngine;
-pub use options::EngineOptions;
+pub use options::{EngineOptions, OpenMode};
 pub use outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 pub use stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
+pub use verify::{Damage, VerifyReport};

@@ -1,5 +1,35 @@
 //! Options shared by every engine.
 
+/// Whether an open may create a store, and whether it may write to it (§ Engine contract /
+/// open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum OpenMode {
+    /// Open the store at the path, creating the directory, its marker and the engine's files
+    /// when they are missing (the default: what a host opening its buckets wants).
+    #[default]
+    CreateIfMissing,
+    /// Open an existing store, read-write. A path that holds no Tidemark store is
+    /// [`Error::NoStore`](crate::Error::NoStore) and nothing is created there.
+    MustExist,
+    /// Open an existing store without writing to it: like [`OpenMode::MustExist`], and every
+    /// write, watermark change, reclaim and flush is [`Error::ReadOnly`](crate::Error::ReadOnly).
+    /// The backend opens its files read-only where its engine can (RocksDB, redb; sled has no
+    /// read-only mode, see § Backends / sled).
+    ReadOnly,
+}
+
+impl OpenMode {
+    /// Whether this mode creates a missing store.
+    pub fn creates(self) -> bool {
+        self == OpenMode::CreateIfMissing
+    }
+
+    /// Whether this mode writes to the store.
+    pub fn writes(self) -> bool {
+        self != OpenMode::ReadOnly
+    }
+}
+
 /// Options for opening an engine. `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -16,6 +46,9 @@ pub struct EngineOptions {
     /// Rows per sweeper chunk transaction for the B-tree backends (default 4096). Smaller chunks
     /// block writers for shorter periods; larger chunks reclaim with less overhead.
     pub sweep_chunk_rows: usize,
+    /// Whether the open may create the store and write to it (default
+    /// [`OpenMode::CreateIfMissing`]).
+    pub open_mode: OpenMode,
 }
 
 impl Default for EngineOptions {
@@ -24,6 +57,7 @@ impl Default for EngineOptions {
             retention_distance: 0,
             sync_writes: true,
             sweep_chunk_rows: 4096,
+            open_mode: OpenMode::CreateIfMissing,
         }
     }
 }
@@ -44,6 +78,12 @@ impl EngineOptions {
     /// Sets the sweeper chunk size (clamped to at least 1).
     pub fn with_sweep_chunk_rows(mut self, rows: usize) -> Self {
         self.sweep_chunk_rows = rows.max(1);
+        self
+    }
+
+    /// Sets the open mode.
+    pub fn with_open_mode(mut self, mode: OpenMode) -> Self {
+        self.open_mode = mode;
         self
     }
 }

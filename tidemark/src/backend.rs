@@ -59,7 +59,40 @@ impl Backend {
         Self::ALL.into_iter().filter(|b| b.is_compiled()).collect()
     }
 
-    /// Opens (or creates) a bucket of this backend at `path` with the default
+    /// The backend of the store at `path`, read from its `TIDEMARK` marker; creates and changes
+    /// nothing.
+    ///
+    /// Errors: [`Error::NoStore`] when there is no store (no such directory, an empty one),
+    /// [`Error::ForeignDirectory`] when the directory holds files but no readable marker,
+    /// [`Error::Unsupported`] when the marker names a backend this build does not know.
+    ///
+    /// ```
+    /// use tidemark::{Backend, EngineOptions, Error};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("bucket-3");
+    /// assert!(matches!(Backend::detect(&path), Err(Error::NoStore { .. })));
+    /// let backend = Backend::compiled().into_iter().find(|b| b.is_persistent()).unwrap();
+    /// drop(backend.open(&path, EngineOptions::default())?);
+    /// assert_eq!(Backend::detect(&path)?, backend);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn detect(path: &Path) -> Result<Backend> {
+        let marker = engine_api::layout::read_marker(path)?;
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name() == marker.backend)
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "{} holds a store of backend {:?}, which this build does not know \
+                     (it knows memory, sled, redb, rocksdb)",
+                    path.display(),
+                    marker.backend
+                ))
+            })
+    }
+
+    /// Opens (by default creating) a bucket of this backend at `path` with the default
     /// [`BackendConfig`]: `open_with(path, options, &BackendConfig::default())`.
     ///
     /// ```
@@ -75,11 +108,16 @@ impl Backend {
         self.open_with(path, options, &BackendConfig::default())
     }
 
-    /// Opens (or creates) a bucket of this backend at `path`, taking shared, per-process
+    /// Opens (by default creating) a bucket of this backend at `path`, taking shared, per-process
     /// resources from `config` (set it up once and pass it to every open).
     ///
+    /// `options.open_mode` ([`OpenMode`](engine_api::OpenMode)) decides whether a missing store
+    /// is created (the default), or the open requires an existing one (read-write or read-only)
+    /// and creates nothing.
+    ///
     /// [`Backend::Memory`] keeps nothing on disk: it ignores `path` (and says so in a `debug`
-    /// event), and every open is a new, empty engine.
+    /// event), and every open is a new, empty engine; an open that requires an existing store is
+    /// [`Error::NoStore`].
     ///
     /// ```
     /// use std::sync::Arc;
@@ -106,6 +144,10 @@ impl Backend {
         config: &BackendConfig,
     ) -> Result<EngineHandle> {
         match self {
+            Backend::Memory if !options.open_mode.creates() => Err(Error::NoStore {
+                path: path.to_path_buf(),
+                reason: "the memory backend keeps nothing on disk to open".to_string(),
+            }),
             Backend::Memory => {
                 tracing::debug!(
                     path = %path.display(),
@@ -268,6 +310,48 @@ mod tests {
             let e = b.open(&path, EngineOptions::default()).unwrap();
             assert_eq!(e.backend_name(), b.name());
             assert_eq!((e.watermark(), e.applied_end()), (2, 4), "{b}");
+        }
+    }
+
+    #[test]
+    fn detect_reads_the_marker_and_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        assert!(matches!(
+            Backend::detect(&missing),
+            Err(Error::NoStore { .. })
+        ));
+        assert!(!missing.exists());
+        for b in Backend::compiled()
+            .into_iter()
+            .filter(|b| b.is_persistent())
+        {
+            let path = dir.path().join(b.name());
+            drop(b.open(&path, EngineOptions::default()).unwrap());
+            assert_eq!(Backend::detect(&path).unwrap(), b);
+        }
+        let unknown = dir.path().join("unknown");
+        std::fs::create_dir(&unknown).unwrap();
+        std::fs::write(
+            unknown.join(engine_api::layout::MARKER_FILE),
+            "backend=leveldb\nformat=1\n",
+        )
+        .unwrap();
+        let err = Backend::detect(&unknown).unwrap_err();
+        assert!(matches!(err, Error::Unsupported(_)), "{err}");
+        assert!(err.to_string().contains("leveldb"), "{err}");
+    }
+
+    #[test]
+    fn memory_has_no_existing_store_to_open() {
+        let dir = tempfile::tempdir().unwrap();
+        for mode in [
+            engine_api::OpenMode::MustExist,
+            engine_api::OpenMode::ReadOnly,
+        ] {
+            let options = EngineOptions::default().with_open_mode(mode);
+            let err = Backend::Memory.open(dir.path(), options).unwrap_err();
+            assert!(matches!(err, Error::NoStore { .. }), "{err}");
         }
     }
 

@@ -1,5 +1,8 @@
 //! Small helpers shared by the cases.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+
 pub use engine_api::rng::SplitMix64;
 use engine_api::{Engine, LocalLookup, Record, WriteBatch};
 
@@ -43,4 +46,30 @@ pub fn payload(i: u64, offset: u64) -> Vec<u8> {
 /// Deterministic, incompressible bytes.
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
     SplitMix64::new(seed).bytes(len)
+}
+
+/// Every file under `dir` with its length and a hash of its contents, sorted by path (empty when
+/// `dir` is absent): what a test compares to show that nothing was written.
+pub fn file_snapshot(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.push((path.clone(), 0, 0));
+                pending.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                let mut hasher = DefaultHasher::new();
+                bytes.hash(&mut hasher);
+                out.push((path, bytes.len() as u64, hasher.finish()));
+            }
+        }
+    }
+    out.sort();
+    out
 }

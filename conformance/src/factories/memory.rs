@@ -19,6 +19,8 @@ impl EngineFactory for MemoryFactory {
             raw_injection: true,
             background_reclaim: false,
             offset_index: false,
+            open_existing: false,
+            read_only_files: false,
         }
     }
 

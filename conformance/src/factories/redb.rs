@@ -23,6 +23,8 @@ impl EngineFactory for RedbFactory {
             raw_injection: true,
             background_reclaim: false,
             offset_index: true,
+            open_existing: true,
+            read_only_files: true,
         }
     }
 
@@ -30,8 +32,8 @@ impl EngineFactory for RedbFactory {
         RedbEngine::open(dir, options)
     }
 
-    /// Stores the bytes with [`RedbEngine::insert_raw`], which indexes them at offset 0 so that
-    /// every sweep with a non-zero threshold meets them.
+    /// Stores the bytes with [`RedbEngine::insert_raw`], which indexes them at their tag, or at
+    /// offset 0 when they do not decode, so that every sweep with a non-zero threshold meets them.
     fn inject_raw(&self, engine: &RedbEngine, key: &[u8], stored: &[u8]) -> Result<()> {
         engine.insert_raw(key, stored)
     }
@@ -42,5 +44,9 @@ impl EngineFactory for RedbFactory {
 
     fn inject_index_row(&self, engine: &RedbEngine, row: &[u8]) -> Result<()> {
         engine.insert_index_row(row)
+    }
+
+    fn remove_index_row(&self, engine: &RedbEngine, row: &[u8]) -> Result<bool> {
+        engine.remove_index_row(row)
     }
 }

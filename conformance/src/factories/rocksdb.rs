@@ -24,6 +24,8 @@ impl EngineFactory for RocksDbFactory {
             raw_injection: true,
             background_reclaim: true,
             offset_index: false,
+            open_existing: true,
+            read_only_files: true,
         }
     }
 

@@ -23,6 +23,8 @@ impl EngineFactory for SledFactory {
             raw_injection: true,
             background_reclaim: false,
             offset_index: true,
+            open_existing: true,
+            read_only_files: false,
         }
     }
 
@@ -40,5 +42,9 @@ impl EngineFactory for SledFactory {
 
     fn inject_index_row(&self, engine: &SledEngine, row: &[u8]) -> Result<()> {
         engine.insert_index_row(row)
+    }
+
+    fn remove_index_row(&self, engine: &SledEngine, row: &[u8]) -> Result<bool> {
+        engine.remove_index_row(row)
     }
 }

@@ -20,13 +20,14 @@ use crate::batch::{WriteBatch, validate_key};
 use crate::codec;
 use crate::covered::{self, CoveredRuns};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layout;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 use crate::stats::{EngineCounters, EngineStats, Reclaimable};
 use crate::sweeper::SweepTotals;
 use crate::sync;
+use crate::verify::{Verifier, VerifyReport};
 use crate::watermark::{ProgressCell, reclaim_threshold};
 
 pub use meta::MetaKey;
@@ -35,9 +36,13 @@ pub use storage::{LiveEntries, ReclaimRequest, ReclaimWork, Storage};
 /// What a backend's storage constructor gets from [`DiskEngine::open`].
 #[derive(Debug)]
 pub struct StorageInit<'a> {
-    /// The bucket directory (already claimed with the backend's marker).
+    /// The bucket directory (already claimed with the backend's marker, or checked to hold one
+    /// when the open mode does not create).
     pub dir: &'a Path,
-    /// The options the engine is opened with.
+    /// The options the engine is opened with. A storage follows `options.open_mode`: it creates
+    /// its files only when the mode creates (otherwise missing files are
+    /// [`Error::NoStore`](crate::Error::NoStore), see [`layout::require_engine_files`]) and
+    /// opens them read-only where its engine can when the mode does not write.
     pub options: &'a EngineOptions,
     /// The engine's published watermark, for readers outside the engine (a compaction filter's
     /// supplier). It holds the restored `W` once the engine is open; it only ever holds durable
@@ -82,12 +87,18 @@ impl<S: Storage> DiskEngine<S> {
     /// missing; another backend's directory, a foreign one or a newer format is refused before
     /// anything is written), opens the storage with `open`, then checks the format version (or
     /// writes it, durably, for a new store) and restores `W` and the applied end.
+    ///
+    /// With an [`OpenMode`](crate::options::OpenMode) that does not create, the directory must
+    /// already hold a store of `S::BACKEND` ([`layout::check_directory`]: nothing is created);
+    /// with [`OpenMode::ReadOnly`](crate::options::OpenMode::ReadOnly) nothing is written, not
+    /// even the format version of a store that lacks one, and every write is refused with
+    /// [`Error::ReadOnly`].
     pub fn open(
         dir: &Path,
         options: EngineOptions,
         open: impl FnOnce(StorageInit<'_>) -> Result<S>,
     ) -> Result<Self> {
-        layout::claim_directory(dir, S::BACKEND)?;
+        layout::open_directory(dir, S::BACKEND, options.open_mode)?;
         let progress = ProgressCell::default();
         let storage = open(StorageInit {
             dir,
@@ -107,13 +118,18 @@ impl<S: Storage> DiskEngine<S> {
             read(MetaKey::AppliedEnd)?,
             storage.holds_data()?,
         )?;
-        if restored.fresh {
+        if restored.fresh && options.open_mode.writes() {
             storage.persist_meta(MetaKey::FormatVersion, u64::from(codec::FORMAT_VERSION))?;
         }
         // Nothing reads the cell before `open` returns but the storage's own readers, which
         // must see the restored (durable) watermark from here on.
         progress.restore(restored.watermark, restored.applied_end);
-        let covered = restore_covered(&storage, dir, restored.applied_end)?;
+        let covered = restore_covered(
+            &storage,
+            dir,
+            restored.applied_end,
+            options.open_mode.writes(),
+        )?;
         Ok(DiskEngine {
             storage,
             dir: dir.to_path_buf(),
@@ -162,8 +178,20 @@ impl<S: Storage> DiskEngine<S> {
     pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         validate_key(key)?;
         let _writer = self.lock_writer()?;
-        self.storage.check_usable()?;
+        self.check_writable("insert_raw")?;
         self.storage.insert_raw(key, stored)
+    }
+
+    /// Refuses `operation` on a store opened read-only, or one whose storage can no longer
+    /// promise durability ([`Storage::check_usable`]).
+    fn check_writable(&self, operation: &'static str) -> Result<()> {
+        if !self.options.open_mode.writes() {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+                operation,
+            });
+        }
+        self.storage.check_usable()
     }
 
     fn lock_writer(&self) -> Result<MutexGuard<'_, ()>> {
@@ -189,7 +217,7 @@ impl<S: Storage> DiskEngine<S> {
         purge: bool,
         threshold_of: impl FnOnce(u64) -> u64,
     ) -> Result<ReclaimReport> {
-        self.storage.check_usable()?;
+        self.check_writable(if purge { "reclaim_below" } else { "reclaim" })?;
         let _reclaimer = self.lock_reclaimer()?;
         let started = Instant::now();
         let threshold = threshold_of(self.progress.watermark());
@@ -240,7 +268,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
         let _writer = self.lock_writer()?;
         // Before planning: once a storage cannot promise durability, "already applied" cannot be
         // trusted to mean "durable".
-        self.storage.check_usable()?;
+        self.check_writable("apply")?;
         let applied_end = self.progress.applied_end();
         let plan = self.progress.plan_apply(batch)?;
         if plan.advances(applied_end) {
@@ -279,7 +307,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
 
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
-        self.storage.check_usable()?;
+        self.check_writable("advance_watermark")?;
         // Durable before the cell publishes it (and before any filter or sweep can act on it).
         self.progress
             .advance(w, |v| self.storage.persist_meta(MetaKey::Watermark, v))
@@ -287,7 +315,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
-        self.storage.check_usable()?;
+        self.check_writable("adopt_lake_watermark")?;
         self.progress.adopt(lake_end, |v| {
             self.storage.persist_meta(MetaKey::Watermark, v)
         })
@@ -335,15 +363,34 @@ impl<S: Storage> Engine for DiskEngine<S> {
     }
 
     fn flush(&self) -> Result<()> {
-        self.storage.check_usable()?;
+        self.check_writable("flush")?;
         self.storage.flush()
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        // Both locks, so no apply, watermark change or sweep chunk commits between the rows the
+        // storage reads: a live engine is checked as one consistent state, not a mix.
+        let _writer = self.lock_writer()?;
+        let _reclaimer = self.lock_reclaimer()?;
+        let mut verifier = Verifier::new(
+            S::BACKEND,
+            self.progress.watermark(),
+            self.progress.applied_end(),
+        );
+        self.storage.verify(&mut verifier)?;
+        Ok(verifier.finish())
     }
 }
 
 /// The covered runs of a store being opened: its persisted rows, or, when it has none (written
 /// before runs were persisted) or a damaged one, an upper bound over `[0, applied end)` that is
-/// persisted at once.
-fn restore_covered<S: Storage>(storage: &S, dir: &Path, applied_end: u64) -> Result<CoveredRuns> {
+/// persisted at once (unless the store is opened read-only: then it is only held in memory).
+fn restore_covered<S: Storage>(
+    storage: &S,
+    dir: &Path,
+    applied_end: u64,
+    writes: bool,
+) -> Result<CoveredRuns> {
     let rows = storage.read_meta_rows(covered::ROW_PREFIX)?;
     let had_rows = !rows.is_empty();
     if let Some(runs) = CoveredRuns::restore(rows) {
@@ -356,6 +403,9 @@ fn restore_covered<S: Storage>(storage: &S, dir: &Path, applied_end: u64) -> Res
     }
     let live = storage.live_entries()?;
     let (runs, mut rows) = CoveredRuns::seeded(applied_end, live.count, storage.bytes_on_disk()?);
+    if !writes {
+        return Ok(runs);
+    }
     // Replace whatever rows were there (damaged ones included) with the seed.
     let stale = storage.read_meta_rows(covered::ROW_PREFIX)?;
     rows.splice(

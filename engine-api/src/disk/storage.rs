@@ -4,6 +4,7 @@ use crate::batch::Record;
 use crate::covered::MetaRow;
 use crate::error::Result;
 use crate::sweeper::SweepTotals;
+use crate::verify::Verifier;
 
 use super::meta::MetaKey;
 
@@ -121,6 +122,13 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Makes every write returned so far durable.
     fn flush(&self) -> Result<()>;
+
+    /// Feeds every stored data row to `verifier` (with [`Verifier::indexed_data_row`] where the
+    /// storage keeps an offset index, [`Verifier::data_row`] otherwise), every offset-index row
+    /// ([`Verifier::index_rows`]), and runs the engine's own checks where it offers one that only
+    /// reads ([`Verifier::engine_check`]). Never writes. The engine holds its writer and
+    /// reclaimer locks meanwhile, so the rows are one consistent state.
+    fn verify(&self, verifier: &mut Verifier) -> Result<()>;
 
     /// Refuses with an error when the storage can no longer promise durability (sled after a
     /// failed post-commit flush). Checked before every write, watermark change, reclaim and flush.

@@ -1,19 +1,36 @@
-//! `tidemark` command-line tool: the side-by-side backend demo and small store inspection commands.
+//! `tidemark` command-line tool: the side-by-side backend demo and the commands an operator uses
+//! on a bucket store: `stats`, `reclaim` and `verify`. None of them creates a store: a path that
+//! holds none is an error. Exit status: 0 success (and, for `verify`, a clean store), 1 `verify`
+//! found damage, 2 an error (printed on stderr).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod demo;
+mod output;
+mod reclaim;
+mod stats;
+mod store;
+mod units;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use demo::{DemoConfig, render, run_backend};
-use tidemark::{Backend, Engine, EngineOptions, Result};
+use store::StoreArgs;
+use tidemark::{Backend, Result};
+
+/// Exit status when `verify` found damage.
+const DAMAGE_FOUND: u8 = 1;
+/// Exit status of an error (clap uses the same for a command line it cannot parse).
+const FAILED: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "tidemark",
     version,
-    about = "Incremental, lake-driven reclamation of local bucket state"
+    about = "Incremental, lake-driven reclamation of local bucket state",
+    after_help = "Exit status: 0 success (verify: clean), 1 verify found damage, 2 error. \
+                  Logs go to stderr, filtered by RUST_LOG (default: warn)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,26 +65,33 @@ enum Command {
     },
     /// List the backends compiled into this build.
     Backends,
-    /// Print the statistics of a bucket store.
+    /// Print a store's statistics. Opens it read-only: creates and changes nothing.
     Stats {
-        /// Backend of the store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print one JSON document (schema tidemark.stats/1) instead of text.
         #[arg(long)]
-        backend: Backend,
-        /// Bucket directory.
-        #[arg(long)]
-        dir: PathBuf,
+        json: bool,
     },
-    /// Advance a bucket's watermark (optional) and reclaim what it covers.
+    /// Advance an existing store's watermark (optional) and reclaim everything below it.
     Reclaim {
-        /// Backend of the store.
-        #[arg(long)]
-        backend: Backend,
-        /// Bucket directory.
-        #[arg(long)]
-        dir: PathBuf,
-        /// Lake end offset to advance the watermark to first.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Lake end offset to advance the watermark to first (clamped to the applied end).
         #[arg(long)]
         watermark: Option<u64>,
+        /// Print one JSON document (schema tidemark.reclaim/1) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a store's consistency offline, like a filesystem check. Opens it read-only and
+    /// repairs nothing; exits 1 when it finds damage.
+    Verify {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print one JSON document (schema tidemark.verify/1) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -83,15 +107,15 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("tidemark: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(FAILED)
         }
     }
 }
 
-fn run(command: Command) -> Result<()> {
+fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Demo {
             backends,
@@ -110,38 +134,7 @@ fn run(command: Command) -> Result<()> {
                 retention_distance,
                 ..DemoConfig::default()
             };
-            let backends = if backends.is_empty() {
-                Backend::compiled()
-            } else {
-                backends
-            };
-            let tmp = tempfile_dir(dir)?;
-            println!(
-                "tidemark demo: {} records over {} keys, {}-byte values, lake lag >= {} offsets, D = {}",
-                config.records,
-                config.keys,
-                config.value_size,
-                config.min_lag,
-                config.retention_distance
-            );
-            let mut rows = Vec::new();
-            for backend in backends {
-                let row = run_backend(backend, &tmp.path().join(backend.name()), &config)?;
-                eprintln!("  {backend}: done");
-                rows.push(row);
-            }
-            print!("{}", render(&rows));
-            let bad: u64 = rows.iter().map(|r| r.mismatches).sum();
-            if bad > 0 {
-                return Err(tidemark::Error::Corrupt {
-                    key: Vec::new(),
-                    reason: format!("{bad} lookups disagreed with the model"),
-                });
-            }
-            println!(
-                "every lookup matched the model (local value/tombstone, or a miss the lake covers)"
-            );
-            Ok(())
+            demo(config, backends, dir)?;
         }
         Command::Backends => {
             for b in Backend::ALL {
@@ -152,26 +145,49 @@ fn run(command: Command) -> Result<()> {
                 };
                 println!("{:<8} {state}", b.name());
             }
-            Ok(())
         }
-        Command::Stats { backend, dir } => {
-            let engine = backend.open(&dir, EngineOptions::default())?;
-            println!("{:#?}", engine.stats()?);
-            Ok(())
-        }
+        Command::Stats { store, json } => stats::run(&store, json)?,
         Command::Reclaim {
-            backend,
-            dir,
+            store,
             watermark,
-        } => {
-            let engine = backend.open(&dir, EngineOptions::default())?;
-            if let Some(w) = watermark {
-                println!("{:?}", engine.advance_watermark(w)?);
+            json,
+        } => reclaim::run(&store, watermark, json)?,
+        Command::Verify { store, json } => {
+            if !verify::run(&store, json)? {
+                return Ok(ExitCode::from(DAMAGE_FOUND));
             }
-            println!("{:#?}", engine.reclaim()?);
-            Ok(())
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn demo(config: DemoConfig, backends: Vec<Backend>, dir: Option<PathBuf>) -> Result<()> {
+    let backends = if backends.is_empty() {
+        Backend::compiled()
+    } else {
+        backends
+    };
+    let tmp = tempfile_dir(dir)?;
+    println!(
+        "tidemark demo: {} records over {} keys, {}-byte values, lake lag >= {} offsets, D = {}",
+        config.records, config.keys, config.value_size, config.min_lag, config.retention_distance
+    );
+    let mut rows = Vec::new();
+    for backend in backends {
+        let row = run_backend(backend, &tmp.path().join(backend.name()), &config)?;
+        eprintln!("  {backend}: done");
+        rows.push(row);
+    }
+    print!("{}", render(&rows));
+    let bad: u64 = rows.iter().map(|r| r.mismatches).sum();
+    if bad > 0 {
+        return Err(tidemark::Error::Corrupt {
+            key: Vec::new(),
+            reason: format!("{bad} lookups disagreed with the model"),
+        });
+    }
+    println!("every lookup matched the model (local value/tombstone, or a miss the lake covers)");
+    Ok(())
 }
 
 /// Where the demo stores its buckets: the given directory, or a temporary one.

@@ -1,0 +1,74 @@
+//! [`RedbDb`]: a bucket's database file, opened the way the engine's open mode asks.
+
+use std::fmt;
+use std::path::Path;
+
+use engine_api::{Error, OpenMode, Result, layout};
+use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
+
+use crate::engine::CACHE_BYTES;
+use crate::error::{BACKEND, RedbResultExt};
+
+/// The database: writable, or opened with redb's read-only open, which never writes to the file.
+pub(crate) enum RedbDb {
+    Writable(Database),
+    ReadOnly(ReadOnlyDatabase),
+}
+
+impl fmt::Debug for RedbDb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RedbDb::Writable(_) => "RedbDb::Writable",
+            RedbDb::ReadOnly(_) => "RedbDb::ReadOnly",
+        })
+    }
+}
+
+impl RedbDb {
+    /// Opens `file` in the bucket directory `dir`: creates it when `mode` creates; otherwise it
+    /// must exist ([`Error::NoStore`] when it does not), and [`OpenMode::ReadOnly`] opens it
+    /// read-only.
+    pub(crate) fn open(dir: &Path, file: &Path, mode: OpenMode) -> Result<Self> {
+        let mut builder = Builder::new();
+        builder.set_cache_size(CACHE_BYTES);
+        if mode.creates() {
+            return Ok(RedbDb::Writable(builder.create(file).redb()?));
+        }
+        layout::require_engine_files(dir, file, "redb database file")?;
+        if mode.writes() {
+            return Ok(RedbDb::Writable(builder.open(file).redb()?));
+        }
+        match builder.open_read_only(file) {
+            Ok(db) => Ok(RedbDb::ReadOnly(db)),
+            // redb repairs a file that was not closed cleanly, which writes: say what to do.
+            Err(DatabaseError::RepairAborted) => Err(Error::backend(
+                BACKEND,
+                format!(
+                    "{} was not closed cleanly and needs redb's repair, which a read-only open \
+                     never runs; open it read-write once (e.g. `tidemark reclaim`) to repair it",
+                    file.display()
+                ),
+            )),
+            Err(e) => Err(crate::error::redb_error(e)),
+        }
+    }
+
+    /// Begins a read transaction, in either mode.
+    pub(crate) fn begin_read(&self) -> Result<ReadTransaction> {
+        match self {
+            RedbDb::Writable(db) => db.begin_read().redb(),
+            RedbDb::ReadOnly(db) => db.begin_read().redb(),
+        }
+    }
+
+    /// The writable database, or [`Error::ReadOnly`] for `operation` on the store at `file`.
+    pub(crate) fn writable(&self, file: &Path, operation: &'static str) -> Result<&Database> {
+        match self {
+            RedbDb::Writable(db) => Ok(db),
+            RedbDb::ReadOnly(_) => Err(Error::ReadOnly {
+                path: file.to_path_buf(),
+                operation,
+            }),
+        }
+    }
+}

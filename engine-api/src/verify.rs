@@ -1,0 +1,407 @@
+//! The offline consistency check of a store (§ Engine contract / verify), like a filesystem
+//! check: every stored value decodes, no tag is at or above the applied end, and where the
+//! storage keeps an offset index, the index and the data agree.
+//!
+//! The rules live here once. A storage only walks what it holds and feeds each row to a
+//! [`Verifier`] (data rows with [`Verifier::data_row`] or [`Verifier::indexed_data_row`], the
+//! offset index with [`Verifier::index_rows`]) and reports its engine's own checks; the
+//! [`VerifyReport`] says what was found. Nothing is ever repaired.
+
+use std::collections::BTreeMap;
+
+use crate::codec::{self, Decoded};
+use crate::sweeper::{index_key, parse_index_key};
+
+/// How many examples (the first damaged entries met, in scan order) a finding keeps.
+pub const MAX_EXAMPLES: usize = 5;
+
+/// A kind of damage `verify` detects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Damage {
+    /// A data row whose stored bytes do not decode (§ Stored value format / Value encoding).
+    UndecodableValue,
+    /// A value or tombstone tagged at or above the applied end: a write the store's own progress
+    /// says was never applied.
+    TagAtOrAboveAppliedEnd,
+    /// An offset-index row shorter than its 8-byte offset: it names no entry.
+    UnparsableIndexRow,
+    /// An offset-index row naming a write the data does not hold: no data row for its key, or
+    /// one with an older tag than the row's offset.
+    IndexRowWithoutData,
+    /// A decodable data row without the index row at its tag: no sweep would ever reclaim it.
+    DataRowWithoutIndexRow,
+    /// The storage engine's own check failed (RocksDB: a block checksum mismatch).
+    EngineCheckFailed,
+}
+
+impl Damage {
+    /// Every kind, in report order.
+    pub const ALL: [Damage; 6] = [
+        Damage::UndecodableValue,
+        Damage::TagAtOrAboveAppliedEnd,
+        Damage::UnparsableIndexRow,
+        Damage::IndexRowWithoutData,
+        Damage::DataRowWithoutIndexRow,
+        Damage::EngineCheckFailed,
+    ];
+
+    /// A stable `snake_case` name (the CLI's JSON output uses it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Damage::UndecodableValue => "undecodable_value",
+            Damage::TagAtOrAboveAppliedEnd => "tag_at_or_above_applied_end",
+            Damage::UnparsableIndexRow => "unparsable_index_row",
+            Damage::IndexRowWithoutData => "index_row_without_data",
+            Damage::DataRowWithoutIndexRow => "data_row_without_index_row",
+            Damage::EngineCheckFailed => "engine_check_failed",
+        }
+    }
+
+    /// One line for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Damage::UndecodableValue => "stored values that do not decode",
+            Damage::TagAtOrAboveAppliedEnd => "entries tagged at or above the applied end",
+            Damage::UnparsableIndexRow => "offset-index rows too short to name an entry",
+            Damage::IndexRowWithoutData => "offset-index rows naming a write the data lacks",
+            Damage::DataRowWithoutIndexRow => "data rows missing their offset-index row",
+            Damage::EngineCheckFailed => "failures of the storage engine's own checks",
+        }
+    }
+}
+
+/// One damaged entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Example {
+    /// The key of the data row; for an index row, the raw index row; for a failed engine check,
+    /// the last data key read before it (empty when it failed before the first).
+    pub key: Vec<u8>,
+    /// What exactly is wrong.
+    pub detail: String,
+}
+
+/// Every entry found with one kind of damage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The kind.
+    pub damage: Damage,
+    /// How many entries have it.
+    pub count: u64,
+    /// The first [`MAX_EXAMPLES`] of them, in scan order.
+    pub examples: Vec<Example>,
+}
+
+/// What `verify` found. `findings` is empty when the store is consistent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The backend.
+    pub backend: &'static str,
+    /// The watermark `W` the store holds.
+    pub watermark: u64,
+    /// The applied end the store holds.
+    pub applied_end: u64,
+    /// Data rows that decode as values.
+    pub values: u64,
+    /// Data rows that decode as tombstones.
+    pub tombstones: u64,
+    /// Decodable entries below `W`: covered, waiting for a reclaim (not damage).
+    pub covered: u64,
+    /// Offset-index rows read; `None` where the storage keeps no offset index.
+    pub index_rows: Option<u64>,
+    /// Index rows left behind by an overwrite (the data row holds a newer tag): normal; the
+    /// next sweep below them drops them.
+    pub stale_index_rows: u64,
+    /// The storage engine's own checks that ran (empty when it offers none that only reads).
+    pub engine_checks: Vec<String>,
+    /// One entry per kind of damage found, in [`Damage::ALL`] order.
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    /// Whether no damage was found.
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    /// Damaged entries found, all kinds together.
+    pub fn damaged(&self) -> u64 {
+        self.findings.iter().map(|f| f.count).sum()
+    }
+
+    /// The finding of one kind, `None` when there is no such damage.
+    pub fn finding(&self, damage: Damage) -> Option<&Finding> {
+        self.findings.iter().find(|f| f.damage == damage)
+    }
+
+    /// `W` above the applied end. Only [`Engine::adopt_lake_watermark`] sets such a `W` (a
+    /// lagging replica recovering, § Lake progress and snapshots / recover), and the store does
+    /// not record whether it did, so this is reported, never counted as damage.
+    ///
+    /// [`Engine::adopt_lake_watermark`]: crate::Engine::adopt_lake_watermark
+    pub fn watermark_above_applied_end(&self) -> bool {
+        self.watermark > self.applied_end
+    }
+}
+
+/// Collects what a storage feeds it into a [`VerifyReport`].
+#[derive(Debug)]
+pub struct Verifier {
+    report: VerifyReport,
+    findings: BTreeMap<Damage, Finding>,
+}
+
+impl Verifier {
+    /// A verifier for a store of `backend` holding `watermark` and `applied_end`.
+    pub fn new(backend: &'static str, watermark: u64, applied_end: u64) -> Self {
+        Verifier {
+            report: VerifyReport {
+                backend,
+                watermark,
+                applied_end,
+                values: 0,
+                tombstones: 0,
+                covered: 0,
+                index_rows: None,
+                stale_index_rows: 0,
+                engine_checks: Vec::new(),
+                findings: Vec::new(),
+            },
+            findings: BTreeMap::new(),
+        }
+    }
+
+    /// Checks one data row: it decodes, and its tag is below the applied end. Returns the tag
+    /// when the row decodes.
+    pub fn data_row(&mut self, key: &[u8], stored: &[u8]) -> Option<u64> {
+        let decoded = match codec::decode(key, stored) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                let detail = match e {
+                    crate::Error::Corrupt { reason, .. } => reason,
+                    other => other.to_string(),
+                };
+                self.found(Damage::UndecodableValue, key, detail);
+                return None;
+            }
+        };
+        match decoded {
+            Decoded::Value { .. } => self.report.values += 1,
+            Decoded::Tombstone { .. } => self.report.tombstones += 1,
+        }
+        let tag = decoded.offset();
+        if tag < self.report.watermark {
+            self.report.covered += 1;
+        }
+        if tag >= self.report.applied_end {
+            let detail = format!("tag {tag} >= applied end {}", self.report.applied_end);
+            self.found(Damage::TagAtOrAboveAppliedEnd, key, detail);
+        }
+        Some(tag)
+    }
+
+    /// [`Self::data_row`], then, for a row that decodes, checks that the offset index holds its
+    /// row `tag BE ‖ key` (`has_index_row` looks it up).
+    pub fn indexed_data_row<E>(
+        &mut self,
+        key: &[u8],
+        stored: &[u8],
+        has_index_row: impl FnOnce(&[u8]) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        if let Some(tag) = self.data_row(key, stored)
+            && !has_index_row(&index_key(tag, key))?
+        {
+            let detail = format!("no index row at its tag {tag}");
+            self.found(Damage::DataRowWithoutIndexRow, key, detail);
+        }
+        Ok(())
+    }
+
+    /// Checks every row of the offset index (its keys, in any order); `read` returns the data
+    /// row a key names. A row whose data row is newer is stale (counted, not damage); one whose
+    /// data row does not decode is left to [`Self::data_row`], which reports that row.
+    pub fn index_rows<R, B, E>(
+        &mut self,
+        rows: impl IntoIterator<Item = Result<R, E>>,
+        mut read: impl FnMut(&[u8]) -> Result<Option<B>, E>,
+    ) -> Result<(), E>
+    where
+        R: AsRef<[u8]>,
+        B: AsRef<[u8]>,
+    {
+        let mut count = self.report.index_rows.unwrap_or(0);
+        for row in rows {
+            let row = row?;
+            let row = row.as_ref();
+            count += 1;
+            let Some((offset, key)) = parse_index_key(row) else {
+                let detail = format!("{} bytes, shorter than the 8-byte offset", row.len());
+                self.found(Damage::UnparsableIndexRow, row, detail);
+                continue;
+            };
+            let current = read(key)?;
+            let tag = match current.as_ref().map(|b| codec::decode(key, b.as_ref())) {
+                None => {
+                    let detail = format!("index row at offset {offset}; no data row");
+                    self.found(Damage::IndexRowWithoutData, key, detail);
+                    continue;
+                }
+                Some(Err(_)) => continue,
+                Some(Ok(decoded)) => decoded.offset(),
+            };
+            if tag > offset {
+                self.report.stale_index_rows += 1;
+            } else if tag < offset {
+                let detail = format!("index row at offset {offset}; the data row holds {tag}");
+                self.found(Damage::IndexRowWithoutData, key, detail);
+            }
+        }
+        self.report.index_rows = Some(count);
+        Ok(())
+    }
+
+    /// Records that the storage engine's own check `name` ran.
+    pub fn engine_check(&mut self, name: impl Into<String>) {
+        self.report.engine_checks.push(name.into());
+    }
+
+    /// Records a failure of the storage engine's own check, met after reading `last_key` (`None`
+    /// when it failed before the first key).
+    pub fn engine_check_failed(&mut self, last_key: Option<&[u8]>, detail: impl Into<String>) {
+        self.found(
+            Damage::EngineCheckFailed,
+            last_key.unwrap_or_default(),
+            detail.into(),
+        );
+    }
+
+    /// Records one damaged entry.
+    pub fn found(&mut self, damage: Damage, key: &[u8], detail: String) {
+        let finding = self.findings.entry(damage).or_insert_with(|| Finding {
+            damage,
+            count: 0,
+            examples: Vec::new(),
+        });
+        finding.count += 1;
+        if finding.examples.len() < MAX_EXAMPLES {
+            finding.examples.push(Example {
+                key: key.to_vec(),
+                detail,
+            });
+        }
+    }
+
+    /// The report.
+    pub fn finish(mut self) -> VerifyReport {
+        self.report.findings = self.findings.into_values().collect();
+        self.report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::convert::Infallible;
+
+    use super::*;
+
+    fn data() -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut data = BTreeMap::new();
+        data.insert(b"a".to_vec(), codec::encode_value(1, b"x"));
+        data.insert(b"b".to_vec(), codec::encode_tombstone(4).to_vec());
+        data
+    }
+
+    fn verify(
+        data: &BTreeMap<Vec<u8>, Vec<u8>>,
+        index: &[Vec<u8>],
+        watermark: u64,
+        applied_end: u64,
+    ) -> VerifyReport {
+        let mut v = Verifier::new("toy", watermark, applied_end);
+        for (key, stored) in data {
+            v.indexed_data_row(key, stored, |row| {
+                Ok::<_, Infallible>(index.iter().any(|r| r == row))
+            })
+            .unwrap();
+        }
+        v.index_rows(index.iter().map(Ok::<_, Infallible>), |key| {
+            Ok(data.get(key).cloned())
+        })
+        .unwrap();
+        v.finish()
+    }
+
+    #[test]
+    fn a_consistent_store_is_clean_and_counted() {
+        let index = vec![index_key(0, b"a"), index_key(1, b"a"), index_key(4, b"b")];
+        let r = verify(&data(), &index, 2, 5);
+        assert!(r.is_clean(), "{r:?}");
+        assert_eq!((r.values, r.tombstones, r.covered), (1, 1, 1));
+        assert_eq!((r.index_rows, r.stale_index_rows), (Some(3), 1));
+        assert!(!r.watermark_above_applied_end());
+    }
+
+    #[test]
+    fn each_kind_of_damage_is_found_with_its_key() {
+        let mut data = data();
+        data.insert(b"bad".to_vec(), vec![0xee]);
+        data.insert(b"future".to_vec(), codec::encode_value(9, b""));
+        data.insert(b"lost".to_vec(), codec::encode_value(2, b""));
+        let index = vec![
+            index_key(1, b"a"),
+            index_key(4, b"b"),
+            index_key(9, b"future"),
+            index_key(3, b"ghost"),
+            index_key(3, b"a"),
+            vec![1, 2],
+        ];
+        let r = verify(&data, &index, 0, 5);
+        let examples = |d: Damage| {
+            let f = r
+                .finding(d)
+                .unwrap_or_else(|| panic!("{d:?} not found in {r:?}"));
+            f.examples.iter().map(|e| e.key.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(examples(Damage::UndecodableValue), [b"bad".to_vec()]);
+        assert_eq!(
+            examples(Damage::TagAtOrAboveAppliedEnd),
+            [b"future".to_vec()]
+        );
+        assert_eq!(examples(Damage::DataRowWithoutIndexRow), [b"lost".to_vec()]);
+        assert_eq!(
+            examples(Damage::IndexRowWithoutData),
+            [b"ghost".to_vec(), b"a".to_vec()]
+        );
+        assert_eq!(examples(Damage::UnparsableIndexRow), [vec![1, 2]]);
+        assert_eq!(r.damaged(), 6);
+        assert_eq!(r.findings.len(), 5);
+    }
+
+    #[test]
+    fn examples_are_capped_but_every_entry_counted() {
+        let mut v = Verifier::new("toy", 0, 1);
+        for i in 0..(MAX_EXAMPLES as u64 + 3) {
+            v.data_row(format!("k{i}").as_bytes(), &[0]);
+        }
+        v.engine_check_failed(None, "checksum mismatch");
+        let r = v.finish();
+        let f = r.finding(Damage::UndecodableValue).unwrap();
+        assert_eq!(
+            (f.count, f.examples.len()),
+            (MAX_EXAMPLES as u64 + 3, MAX_EXAMPLES)
+        );
+        assert!(f.examples[0].detail.contains("unknown kind"), "{f:?}");
+        let f = r.finding(Damage::EngineCheckFailed).unwrap();
+        assert_eq!(f.examples[0].key, Vec::<u8>::new());
+        assert_eq!(r.index_rows, None);
+    }
+
+    #[test]
+    fn a_watermark_above_the_applied_end_is_reported_not_damage() {
+        let r = verify(&data(), &[index_key(1, b"a"), index_key(4, b"b")], 9, 5);
+        assert!(r.is_clean());
+        assert!(r.watermark_above_applied_end());
+        assert_eq!(r.covered, 2);
+    }
+}
