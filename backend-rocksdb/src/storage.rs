@@ -364,12 +364,11 @@ impl Storage for RocksDbStorage {
     /// the call (see [`WatermarkThreshold::purge_below`]); a plain reclaim's threshold is the
     /// filter's own `W − D`.
     fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
-        if request.purge {
-            let _purge = self.filter_threshold.purge_below(request.threshold);
-            self.reclaim_compaction()
-        } else {
-            self.reclaim_compaction()
-        }
+        // Held for the whole compaction; dropping it restores `W − D`.
+        let _purge = request
+            .purge
+            .then(|| self.filter_threshold.purge_below(request.threshold));
+        self.reclaim_compaction()
     }
 
     fn bytes_on_disk(&self) -> Result<u64> {

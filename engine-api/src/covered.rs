@@ -285,6 +285,15 @@ impl CoveredRuns {
         self.below(u64::MAX)
     }
 
+    /// What a reclaim at `threshold` would find, beside everything stored.
+    pub fn reclaimable(&self, threshold: u64) -> crate::stats::Reclaimable {
+        crate::stats::Reclaimable {
+            threshold,
+            covered: self.below(threshold),
+            stored: self.total(),
+        }
+    }
+
     /// Forgets what a reclaim at `threshold` removed, and returns the rows to write.
     pub fn reclaimed(&mut self, threshold: u64) -> Vec<MetaRow> {
         let mut rows = Vec::new();

@@ -215,11 +215,7 @@ impl Engine for MemoryEngine {
     fn reclaimable(&self) -> Result<Reclaimable> {
         let state = self.read()?;
         let threshold = reclaim_threshold(state.watermark, self.options.retention_distance);
-        Ok(Reclaimable {
-            threshold,
-            covered: state.covered.below(threshold),
-            stored: state.covered.total(),
-        })
+        Ok(state.covered.reclaimable(threshold))
     }
 
     fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {

@@ -354,12 +354,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
 
     fn reclaimable(&self) -> Result<Reclaimable> {
         let threshold = self.threshold();
-        let covered = self.lock_covered()?;
-        Ok(Reclaimable {
-            threshold,
-            covered: covered.below(threshold),
-            stored: covered.total(),
-        })
+        Ok(self.lock_covered()?.reclaimable(threshold))
     }
 
     fn flush(&self) -> Result<()> {
@@ -392,9 +387,9 @@ fn restore_covered<S: Storage>(
     writes: bool,
 ) -> Result<CoveredRuns> {
     let rows = storage.read_meta_rows(covered::ROW_PREFIX)?;
-    let had_rows = !rows.is_empty();
+    let names: Vec<String> = rows.iter().map(|(name, _)| name.clone()).collect();
     if let Some(runs) = CoveredRuns::restore(rows) {
-        if had_rows || applied_end == 0 {
+        if !names.is_empty() || applied_end == 0 {
             return Ok(runs);
         }
     } else {
@@ -407,12 +402,11 @@ fn restore_covered<S: Storage>(
         return Ok(runs);
     }
     // Replace whatever rows were there (damaged ones included) with the seed.
-    let stale = storage.read_meta_rows(covered::ROW_PREFIX)?;
     rows.splice(
         0..0,
-        stale
+        names
             .into_iter()
-            .map(|(name, _)| covered::MetaRow { name, value: None }),
+            .map(|name| covered::MetaRow { name, value: None }),
     );
     storage.write_meta_rows(&rows)?;
     Ok(runs)
