@@ -6,7 +6,6 @@ use std::path::Path;
 use engine_api::{Error, OpenMode, Result, layout};
 use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
-use crate::engine::CACHE_BYTES;
 use crate::error::{BACKEND, RedbResultExt};
 
 /// The database: writable, or opened with redb's read-only open, which never writes to the file.
@@ -27,10 +26,15 @@ impl fmt::Debug for RedbDb {
 impl RedbDb {
     /// Opens `file` in the bucket directory `dir`: creates it when `mode` creates; otherwise it
     /// must exist ([`Error::NoStore`] when it does not), and [`OpenMode::ReadOnly`] opens it
-    /// read-only.
-    pub(crate) fn open(dir: &Path, file: &Path, mode: OpenMode) -> Result<Self> {
+    /// read-only; its page cache holds up to `cache_bytes`.
+    pub(crate) fn open(
+        dir: &Path,
+        file: &Path,
+        mode: OpenMode,
+        cache_bytes: usize,
+    ) -> Result<Self> {
         let mut builder = Builder::new();
-        builder.set_cache_size(CACHE_BYTES);
+        builder.set_cache_size(cache_bytes);
         if mode.creates() {
             return Ok(RedbDb::Writable(builder.create(file).redb()?));
         }

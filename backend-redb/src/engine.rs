@@ -6,15 +6,12 @@ use engine_api::disk::{DiskEngine, StorageInit};
 use engine_api::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 
+use crate::context::RedbContext;
 use crate::db::RedbDb;
 use crate::storage::RedbStorage;
 
 /// Name of the database file inside the bucket directory.
 pub const DB_FILE: &str = "bucket.redb";
-
-/// redb page cache per bucket. redb's own default (1 GiB) assumes one database per process;
-/// a host runs many buckets, so each gets a modest cache.
-pub const CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Storage figures that only redb can report; see [`RedbEngine::disk_stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,14 +101,28 @@ impl RedbEngine {
     }
 }
 
-impl OpenEngine for RedbEngine {
-    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+impl RedbEngine {
+    /// Opens (by default creating) the bucket at `path`, taking its share of `context`: a page
+    /// cache of [`RedbContext::cache_bytes_per_bucket`] and a place in its bucket budget (an open
+    /// beyond it, or beyond the process's descriptor limit, is
+    /// [`engine_api::Error::ResourceLimit`] and creates nothing). The share is given back when
+    /// the engine is dropped.
+    pub fn open_in(context: &RedbContext, path: &Path, options: EngineOptions) -> Result<Self> {
+        let lease = context.admit(path)?;
+        let cache = usize::try_from(context.cache_bytes_per_bucket()).unwrap_or(usize::MAX);
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             let file: PathBuf = init.dir.join(DB_FILE);
-            let db = RedbDb::open(init.dir, &file, init.options.open_mode)?;
-            RedbStorage::new(db, file, init.options)
+            let db = RedbDb::open(init.dir, &file, init.options.open_mode, cache)?;
+            RedbStorage::new(db, file, init.options, lease)
         })?;
         Ok(RedbEngine { inner })
+    }
+}
+
+impl OpenEngine for RedbEngine {
+    /// Opens from the process-wide default context ([`RedbContext::global`]).
+    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+        Self::open_in(&RedbContext::global()?, path, options)
     }
 }
 

@@ -9,6 +9,7 @@
 //! Reclamation is the shared range-scan sweeper of `engine_api::sweeper`; this crate only
 //! supplies the chunk transaction. See the crate README for the trade-offs.
 
+mod context;
 mod db;
 mod engine;
 mod error;
@@ -16,4 +17,7 @@ mod storage;
 mod sweep;
 mod tables;
 
-pub use engine::{CACHE_BYTES, DB_FILE, RedbDiskStats, RedbEngine};
+pub use context::{
+    FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, RedbContext, RedbContextOptions,
+};
+pub use engine::{DB_FILE, RedbDiskStats, RedbEngine};

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use engine_api::batch::Record;
+use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::sweeper::{self, index_key};
@@ -22,13 +23,20 @@ pub(crate) struct RedbStorage {
     db: RedbDb,
     file: PathBuf,
     sweep_chunk_rows: usize,
+    /// This bucket's share of its context's budget, given back after the file is closed.
+    _lease: BucketLease,
 }
 
 impl RedbStorage {
     /// Wraps an open database, creating its tables when missing (in one write transaction) when
     /// it is writable. A read-only database is left as it is: a file this engine created always
     /// holds the three tables.
-    pub(crate) fn new(db: RedbDb, file: PathBuf, options: &EngineOptions) -> Result<Self> {
+    pub(crate) fn new(
+        db: RedbDb,
+        file: PathBuf,
+        options: &EngineOptions,
+        lease: BucketLease,
+    ) -> Result<Self> {
         if let RedbDb::Writable(db) = &db {
             let txn = db.begin_write().redb()?;
             // Opening the tables in a write transaction creates them on a fresh file.
@@ -41,6 +49,7 @@ impl RedbStorage {
             db,
             file,
             sweep_chunk_rows: options.sweep_chunk_rows,
+            _lease: lease,
         })
     }
 

@@ -12,14 +12,33 @@
 //! many buckets are open; each bucket's `max_background_jobs` only bounds how many of its own jobs
 //! may be queued at a time.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use engine_api::Result;
+use engine_api::budget::{BucketBudget, BucketLease, ResourceBounds};
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
 
 use crate::rocks_err;
+
+/// File descriptors one open RocksDB bucket holds besides its table files: its info log, lock
+/// file, manifest and WAL, and four handles on its directory (RocksDB syncs the directory after
+/// creating files). Counted with `bucket-scale --list-fds`; the scale test checks it.
+pub const FIXED_FDS_PER_BUCKET: u64 = 8;
+
+/// File descriptors one open RocksDB bucket holds with one table file in each of its two column
+/// families (a small, reclaimed bucket): what the budget's descriptor check reserves per open.
+pub const FDS_PER_BUCKET: u64 = FIXED_FDS_PER_BUCKET + 2;
+
+/// Resident memory one open, small RocksDB bucket holds besides the shared cache and memtable
+/// budget (its column families' structures, table readers, an idle memtable arena each), bytes.
+pub const MEMORY_PER_BUCKET: u64 = 1 << 20;
+
+/// Threads RocksDB runs besides the flush and compaction pools, whatever the number of buckets
+/// (its statistics dumper and the periodic-task scheduler).
+pub const ROCKSDB_SERVICE_THREADS: u64 = 2;
 
 /// Sizes and limits of a [`RocksDbContext`]. `Default` suits a process with many small buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +67,9 @@ pub struct ContextOptions {
     /// in old bottom files could linger indefinitely; periodic compaction runs the watermark
     /// filter over every file at least this often.
     pub periodic_compaction_secs: u64,
+    /// The most buckets open from the context at once (default 1,024); an open beyond it, or
+    /// beyond the process's file-descriptor limit, is [`engine_api::Error::ResourceLimit`].
+    pub max_buckets: usize,
 }
 
 impl Default for ContextOptions {
@@ -62,6 +84,7 @@ impl Default for ContextOptions {
             max_background_jobs_per_bucket: 2,
             max_open_files_per_bucket: 64,
             periodic_compaction_secs: 24 * 60 * 60,
+            max_buckets: 1024,
         }
     }
 }
@@ -73,6 +96,7 @@ pub struct RocksDbContext {
 }
 
 struct Inner {
+    budget: BucketBudget,
     base: Options,
     cache: Cache,
     write_buffers: WriteBufferManager,
@@ -129,6 +153,11 @@ impl RocksDbContext {
 
         Ok(RocksDbContext {
             inner: Arc::new(Inner {
+                budget: BucketBudget::new(
+                    crate::engine::BACKEND,
+                    settings.max_buckets,
+                    FDS_PER_BUCKET,
+                ),
                 base,
                 cache,
                 write_buffers,
@@ -141,13 +170,48 @@ impl RocksDbContext {
     /// `OpenEngine::open` opens engines from it.
     pub fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
-        let mut slot = engine_api::sync::lock(&GLOBAL, "global RocksDB context")?;
-        if let Some(ctx) = slot.as_ref() {
-            return Ok(ctx.clone());
+        engine_api::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
+            RocksDbContext::new(ContextOptions::default())
+        })
+    }
+
+    /// A context with the default settings admitting `buckets` buckets.
+    pub fn for_buckets(buckets: usize) -> Result<Self> {
+        RocksDbContext::new(ContextOptions {
+            max_buckets: buckets.max(1),
+            ..ContextOptions::default()
+        })
+    }
+
+    /// Buckets open from this context now.
+    pub fn open_buckets(&self) -> usize {
+        self.inner.budget.open_buckets()
+    }
+
+    /// What `buckets` open buckets of this context hold at most: the shared flush and
+    /// compaction pools (sized once per process) and RocksDB's service threads,
+    /// [`FIXED_FDS_PER_BUCKET`] descriptors each plus their open table files, and the shared
+    /// block cache and memtable budget plus [`MEMORY_PER_BUCKET`] each.
+    ///
+    /// `tables_per_bucket` is how many table files each bucket holds open (RocksDB keeps every
+    /// table it reads open, up to `max_open_files_per_bucket`); a small, reclaimed bucket holds
+    /// two, one per column family.
+    pub fn bounds(&self, buckets: usize, tables_per_bucket: u64) -> ResourceBounds {
+        let s = &self.inner.settings;
+        let n = buckets as u64;
+        let tables = tables_per_bucket.min(u64::from(s.max_open_files_per_bucket));
+        ResourceBounds {
+            threads: u64::from(s.compaction_threads.max(1) + s.flush_threads.max(1))
+                + ROCKSDB_SERVICE_THREADS,
+            fds: n * (FIXED_FDS_PER_BUCKET + tables),
+            memory_bytes: (s.block_cache_bytes + s.write_buffer_budget_bytes) as u64
+                + n * MEMORY_PER_BUCKET,
         }
-        let ctx = RocksDbContext::new(ContextOptions::default())?;
-        *slot = Some(ctx.clone());
-        Ok(ctx)
+    }
+
+    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
+    pub(crate) fn admit(&self, dir: &Path) -> Result<BucketLease> {
+        self.inner.budget.admit(dir)
     }
 
     /// The settings it was created with.

@@ -41,10 +41,14 @@ pub struct RocksDbEngine {
 
 impl RocksDbEngine {
     /// Opens the bucket at `path` with the shared resources of `context` (creating it when
-    /// missing, unless `options.open_mode` says otherwise).
+    /// missing, unless `options.open_mode` says otherwise), taking a place in the context's
+    /// bucket budget: an open beyond it, or beyond the process's file-descriptor limit, is
+    /// [`engine_api::Error::ResourceLimit`] and creates nothing. The place is given back when
+    /// the engine is dropped.
     pub fn open_in(context: &RocksDbContext, path: &Path, options: EngineOptions) -> Result<Self> {
+        let lease = context.admit(path)?;
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
-            RocksDbStorage::open(context, init)
+            RocksDbStorage::open(context, init, lease)
         })?;
         Ok(RocksDbEngine { inner })
     }

@@ -23,7 +23,10 @@ pub mod suppliers;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use context::{ContextOptions, RocksDbContext};
+pub use context::{
+    ContextOptions, FDS_PER_BUCKET, FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET,
+    ROCKSDB_SERVICE_THREADS, RocksDbContext,
+};
 pub use engine::RocksDbEngine;
 pub use filter::{
     FilterCounterSnapshot, FilterCounters, TagThresholdFilter, TagThresholdFilterFactory,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use engine_api::batch::Record;
+use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
@@ -46,6 +47,8 @@ pub struct RocksDbStorage {
     /// `reclaim_below` runs.
     filter_threshold: Arc<WatermarkThreshold>,
     filter_counters: Arc<FilterCounters>,
+    /// This bucket's place in the context's budget, given back after the database is closed.
+    _lease: BucketLease,
 }
 
 impl std::fmt::Debug for RocksDbStorage {
@@ -62,7 +65,11 @@ impl RocksDbStorage {
     /// otherwise it must exist ([`Error::NoStore`] when it does not), and
     /// [`OpenMode::ReadOnly`](engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
     /// open, which writes nothing (not even its info log).
-    pub fn open(context: &RocksDbContext, init: StorageInit<'_>) -> Result<Self> {
+    pub fn open(
+        context: &RocksDbContext,
+        init: StorageInit<'_>,
+        lease: BucketLease,
+    ) -> Result<Self> {
         let db_path = init.dir.join(DB_DIR);
         let mode = init.options.open_mode;
         if !mode.creates() {
@@ -103,6 +110,7 @@ impl RocksDbStorage {
             context: context.clone(),
             filter_threshold,
             filter_counters,
+            _lease: lease,
         })
     }
 

@@ -9,6 +9,7 @@ use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine, layo
 
 #[cfg(feature = "testing")]
 use crate::chunk::ChunkHook;
+use crate::context::SledContext;
 use crate::storage::SledStorage;
 
 /// Subdirectory of the bucket directory that holds sled's own files (the bucket directory itself
@@ -26,10 +27,6 @@ const SLED_DB_FILE: &str = "db";
 /// has run). A chunk of the default 4096 rows would stall all sled buckets, not just this one, so
 /// sled chunks are capped well below it; reclaiming takes a few more, shorter transactions.
 pub const MAX_SWEEP_CHUNK_ROWS: usize = 256;
-
-/// sled's page cache per bucket. sled's default (1 GiB) is sized for one database per process;
-/// a node hosts many buckets, so each gets a smaller share.
-const CACHE_CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A bucket stored in sled, reclaimed by the shared range-scan sweeper.
 ///
@@ -127,8 +124,15 @@ impl SledEngine {
     }
 }
 
-impl OpenEngine for SledEngine {
-    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+impl SledEngine {
+    /// Opens (by default creating) the bucket at `path`, taking its share of `context`: a page
+    /// cache of [`SledContext::cache_bytes_per_bucket`], a place in its bucket budget (an open
+    /// beyond it, or beyond the process's descriptor limit, is
+    /// [`engine_api::Error::ResourceLimit`]) and its flusher thread. The share is given back when
+    /// the engine is dropped.
+    pub fn open_in(context: &SledContext, path: &Path, options: EngineOptions) -> Result<Self> {
+        // Admitted before anything is created, so a refused open leaves no trace.
+        let lease = context.admit(path)?;
         // The skeleton writes the marker first: a directory of another backend (or a newer build)
         // is refused before sled creates anything in it.
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
@@ -142,13 +146,30 @@ impl OpenEngine for SledEngine {
                     "sled database",
                 )?;
             }
+            // No flusher thread per database: the context's one thread flushes every bucket.
             let config = sled::Config::new()
                 .path(&db_dir)
-                .cache_capacity(CACHE_CAPACITY_BYTES);
+                .cache_capacity(context.cache_bytes_per_bucket())
+                .flush_every_ms(None);
             let chunk_rows = init.options.sweep_chunk_rows.clamp(1, MAX_SWEEP_CHUNK_ROWS);
-            SledStorage::open(init.dir, &db_dir, &config, chunk_rows, mode.writes())
+            SledStorage::open(
+                context,
+                lease,
+                init.dir,
+                &db_dir,
+                &config,
+                chunk_rows,
+                mode.writes(),
+            )
         })?;
         Ok(SledEngine { inner })
+    }
+}
+
+impl OpenEngine for SledEngine {
+    /// Opens from the process-wide default context ([`SledContext::global`]).
+    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+        Self::open_in(&SledContext::global()?, path, options)
     }
 }
 

@@ -17,12 +17,18 @@
 //! trade-offs.
 
 mod chunk;
+mod context;
 mod engine;
 mod errors;
+mod flusher;
 mod meta;
 mod registry;
 mod storage;
 
 pub use chunk::ChunkHook;
+pub use context::{
+    FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
+    SledContextOptions,
+};
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
 pub use engine_api::sweeper::SweepTotals;

@@ -8,10 +8,11 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use engine_api::batch::Record;
+use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
 use engine_api::disk::meta::{decode_u64, encode_u64};
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
@@ -21,6 +22,7 @@ use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
 use crate::chunk::{ChunkHook, Chunker};
+use crate::context::SledContext;
 use crate::errors::{BACKEND, sled_error, store_failed, tx_error};
 use crate::meta;
 use crate::registry::{self, OpenStore};
@@ -34,7 +36,8 @@ use crate::registry::{self, OpenStore};
 pub(crate) struct SledStorage {
     /// The bucket directory (named in [`Error::StoreFailed`]).
     dir: PathBuf,
-    db: sled::Db,
+    /// Shared (weakly) with the context's flusher thread.
+    db: Arc<sled::Db>,
     data: sled::Tree,
     by_offset: sled::Tree,
     meta: sled::Tree,
@@ -49,6 +52,10 @@ pub(crate) struct SledStorage {
     /// Makes the next flush fail, to test the failed state without a failing disk.
     #[cfg(test)]
     pub(crate) fail_next_flush: AtomicBool,
+    /// This bucket's share of the context's budget, given back once sled's files are closed.
+    _lease: BucketLease,
+    /// Keeps the flusher thread (and the budget) alive while the bucket is open.
+    _context: SledContext,
     /// Declared last so it drops after every sled handle above (fields drop in order).
     _open_store: OpenStore,
 }
@@ -65,12 +72,16 @@ impl fmt::Debug for SledStorage {
 
 impl SledStorage {
     /// Opens sled's database in `db_dir` (inside the bucket directory `dir`, already claimed by
-    /// the skeleton) with `config`, and its three trees, and restores the live-entry count.
+    /// the skeleton) with `config`, and its three trees, and restores the live-entry count; the
+    /// bucket holds `lease`, its share of `context`'s budget, and is flushed by its flusher
+    /// thread.
     ///
     /// A store without a (readable) count is counted once here and, when `writes`, the count
     /// persisted. That is a write, so the metadata the skeleton checks next is checked first: a
     /// store the skeleton will refuse (a newer format, damaged metadata) is never written to.
     pub(crate) fn open(
+        context: &SledContext,
+        lease: BucketLease,
         dir: &Path,
         db_dir: &Path,
         config: &sled::Config,
@@ -78,6 +89,7 @@ impl SledStorage {
         writes: bool,
     ) -> Result<Self> {
         let (db, open_store) = registry::open(dir, db_dir, config)?;
+        let db = Arc::new(db);
         let tree = |name: &str| db.open_tree(name).map_err(sled_error);
         let data = tree("data")?;
         let by_offset = tree("by_offset")?;
@@ -94,6 +106,8 @@ impl SledStorage {
             chunk_hook: Mutex::new(None),
             #[cfg(test)]
             fail_next_flush: AtomicBool::new(false),
+            _lease: lease,
+            _context: context.clone(),
             _open_store: open_store,
         };
         let live = match meta::restore_live(&storage.meta, dir)? {
@@ -111,6 +125,7 @@ impl SledStorage {
             }
         };
         *storage.live_entries.get_mut() = live;
+        context.register(&storage.db);
         Ok(storage)
     }
 

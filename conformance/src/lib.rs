@@ -12,6 +12,7 @@ pub mod factories;
 pub mod factory;
 pub mod harness;
 mod macros;
+pub mod scale;
 pub mod skip;
 
 pub use factory::{Capabilities, EngineFactory};

@@ -101,6 +101,16 @@ pub enum Error {
         /// What was refused (`"apply"`, `"reclaim"`, ...).
         operation: &'static str,
     },
+    /// Opening one more bucket would exceed a per-process limit: its context's bucket budget, or
+    /// the file descriptors the process may open (the message names the limit and how to raise
+    /// it). Nothing was opened or created.
+    #[error("cannot open {}: {message}", path.display())]
+    ResourceLimit {
+        /// The bucket directory that was to be opened.
+        path: PathBuf,
+        /// Which limit, its value, and how to raise it.
+        message: String,
+    },
     /// The store was written by a newer (or unknown) on-disk format.
     #[error("{path} has format version {found}; this build supports up to {supported}")]
     UnsupportedFormat {

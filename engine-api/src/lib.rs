@@ -10,6 +10,7 @@
 //! scheduler live in the `tidemark-bucket` crate.
 
 pub mod batch;
+pub mod budget;
 pub mod codec;
 pub mod covered;
 pub mod disk;
@@ -20,6 +21,7 @@ pub mod layout;
 pub mod memory;
 pub mod options;
 pub mod outcome;
+pub mod process;
 pub mod rng;
 pub mod stats;
 pub mod sweeper;

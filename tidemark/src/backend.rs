@@ -155,30 +155,94 @@ impl Backend {
                 );
                 Ok(EngineHandle::new(engine_api::MemoryEngine::new(options)))
             }
-            Backend::Sled => open_sled(path, options),
-            Backend::Redb => open_redb(path, options),
+            Backend::Sled => open_sled(path, options, config),
+            Backend::Redb => open_redb(path, options, config),
             Backend::RocksDb => open_rocksdb(path, options, config),
         }
     }
 }
 
 /// Per-process configuration of the backends, set up once by the host and passed to every
-/// [`Backend::open_with`]. `Default` uses each backend's own defaults (for RocksDB, the
-/// process-wide default context).
+/// [`Backend::open_with`]: each disk backend's context (bucket budget, caches, background
+/// threads). `Default` uses each backend's process-wide default context (1,024 buckets each).
+///
+/// ```
+/// use tidemark::{Backend, BackendConfig, EngineOptions};
+///
+/// // A host with up to 2,000 buckets: one budget per backend, created once.
+/// let config = BackendConfig::for_buckets(2_000)?;
+/// let dir = tempfile::tempdir()?;
+/// for backend in Backend::compiled().into_iter().filter(|b| b.is_persistent()) {
+///     let engine = backend.open_with(&dir.path().join(backend.name()), EngineOptions::default(), &config)?;
+///     drop(engine); // gives its share of the budget back
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct BackendConfig {
-    /// The RocksDB context (block cache, memtable budget, rate limiter, background threads)
-    /// every RocksDB bucket opened with this config shares; `None`: the process-wide default.
+    /// The RocksDB context (block cache, memtable budget, rate limiter, background threads,
+    /// bucket budget) every RocksDB bucket opened with this config shares; `None`: the
+    /// process-wide default.
     #[cfg(feature = "rocksdb")]
     pub rocksdb: Option<backend_rocksdb::RocksDbContext>,
+    /// The sled context (bucket budget, cache budget, flusher thread); `None`: the process-wide
+    /// default.
+    #[cfg(feature = "sled")]
+    pub sled: Option<backend_sled::SledContext>,
+    /// The redb context (bucket budget, cache budget); `None`: the process-wide default.
+    #[cfg(feature = "redb")]
+    pub redb: Option<backend_redb::RedbContext>,
 }
 
 impl BackendConfig {
+    /// A fresh context for every compiled disk backend with its default settings, each admitting
+    /// `buckets` buckets (and sized for them: see each context's `for_buckets`).
+    pub fn for_buckets(buckets: usize) -> Result<Self> {
+        Backend::compiled()
+            .into_iter()
+            .try_fold(Self::default(), |config, backend| {
+                config.with_budget(backend, buckets)
+            })
+    }
+
+    /// This config with a fresh context for `backend` alone, admitting `buckets` buckets (the
+    /// context's `for_buckets`); the other backends keep theirs. Nothing for the memory backend,
+    /// or for a backend that is not compiled in. A host that uses one backend creates only its
+    /// context (another backend's would start its threads for nothing).
+    pub fn with_budget(self, backend: Backend, buckets: usize) -> Result<Self> {
+        let _ = buckets; // unused when no disk backend is compiled in
+        Ok(match backend {
+            #[cfg(feature = "rocksdb")]
+            Backend::RocksDb => {
+                self.with_rocksdb(backend_rocksdb::RocksDbContext::for_buckets(buckets)?)
+            }
+            #[cfg(feature = "sled")]
+            Backend::Sled => self.with_sled(backend_sled::SledContext::for_buckets(buckets)?),
+            #[cfg(feature = "redb")]
+            Backend::Redb => self.with_redb(backend_redb::RedbContext::for_buckets(buckets)?),
+            _ => self,
+        })
+    }
+
     /// Shares `context` among every RocksDB bucket opened with this config.
     #[cfg(feature = "rocksdb")]
     pub fn with_rocksdb(mut self, context: backend_rocksdb::RocksDbContext) -> Self {
         self.rocksdb = Some(context);
+        self
+    }
+
+    /// Shares `context` among every sled bucket opened with this config.
+    #[cfg(feature = "sled")]
+    pub fn with_sled(mut self, context: backend_sled::SledContext) -> Self {
+        self.sled = Some(context);
+        self
+    }
+
+    /// Shares `context` among every redb bucket opened with this config.
+    #[cfg(feature = "redb")]
+    pub fn with_redb(mut self, context: backend_redb::RedbContext) -> Self {
+        self.redb = Some(context);
         self
     }
 }
@@ -193,28 +257,44 @@ fn not_compiled(backend: Backend) -> Error {
 }
 
 #[cfg(feature = "sled")]
-fn open_sled(path: &Path, options: EngineOptions) -> Result<EngineHandle> {
-    use engine_api::OpenEngine;
-    Ok(EngineHandle::new(backend_sled::SledEngine::open(
-        path, options,
+fn open_sled(path: &Path, options: EngineOptions, config: &BackendConfig) -> Result<EngineHandle> {
+    use backend_sled::{SledContext, SledEngine};
+    let context = match &config.sled {
+        Some(context) => context.clone(),
+        None => SledContext::global()?,
+    };
+    Ok(EngineHandle::new(SledEngine::open_in(
+        &context, path, options,
     )?))
 }
 
 #[cfg(not(feature = "sled"))]
-fn open_sled(_path: &Path, _options: EngineOptions) -> Result<EngineHandle> {
+fn open_sled(
+    _path: &Path,
+    _options: EngineOptions,
+    _config: &BackendConfig,
+) -> Result<EngineHandle> {
     Err(not_compiled(Backend::Sled))
 }
 
 #[cfg(feature = "redb")]
-fn open_redb(path: &Path, options: EngineOptions) -> Result<EngineHandle> {
-    use engine_api::OpenEngine;
-    Ok(EngineHandle::new(backend_redb::RedbEngine::open(
-        path, options,
+fn open_redb(path: &Path, options: EngineOptions, config: &BackendConfig) -> Result<EngineHandle> {
+    use backend_redb::{RedbContext, RedbEngine};
+    let context = match &config.redb {
+        Some(context) => context.clone(),
+        None => RedbContext::global()?,
+    };
+    Ok(EngineHandle::new(RedbEngine::open_in(
+        &context, path, options,
     )?))
 }
 
 #[cfg(not(feature = "redb"))]
-fn open_redb(_path: &Path, _options: EngineOptions) -> Result<EngineHandle> {
+fn open_redb(
+    _path: &Path,
+    _options: EngineOptions,
+    _config: &BackendConfig,
+) -> Result<EngineHandle> {
     Err(not_compiled(Backend::Redb))
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use backend_redb::RedbEngine;
+use backend_redb::{RedbContext, RedbEngine};
 use engine_api::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result};
 
@@ -48,5 +48,26 @@ impl EngineFactory for RedbFactory {
 
     fn remove_index_row(&self, engine: &RedbEngine, row: &[u8]) -> Result<bool> {
         engine.remove_index_row(row)
+    }
+}
+
+impl crate::scale::ScaleFactory for RedbFactory {
+    type Context = backend_redb::RedbContext;
+
+    fn scale_context(&self, buckets: usize) -> Result<RedbContext> {
+        RedbContext::for_buckets(buckets)
+    }
+
+    fn open_in(
+        &self,
+        context: &RedbContext,
+        dir: &Path,
+        options: EngineOptions,
+    ) -> Result<RedbEngine> {
+        RedbEngine::open_in(context, dir, options)
+    }
+
+    fn bounds(&self, context: &RedbContext, buckets: usize) -> engine_api::budget::ResourceBounds {
+        context.bounds(buckets)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use backend_rocksdb::RocksDbEngine;
+use backend_rocksdb::{RocksDbContext, RocksDbEngine};
 use engine_api::{EngineOptions, OpenEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -42,5 +42,31 @@ impl EngineFactory for RocksDbFactory {
     /// older versions would still sit in the memtable beside the newer ones.
     fn settle(&self, engine: &RocksDbEngine) -> Result<()> {
         engine.compact_to_bottom()
+    }
+}
+
+impl crate::scale::ScaleFactory for RocksDbFactory {
+    type Context = backend_rocksdb::RocksDbContext;
+
+    fn scale_context(&self, buckets: usize) -> Result<RocksDbContext> {
+        RocksDbContext::for_buckets(buckets)
+    }
+
+    fn open_in(
+        &self,
+        context: &RocksDbContext,
+        dir: &Path,
+        options: EngineOptions,
+    ) -> Result<RocksDbEngine> {
+        RocksDbEngine::open_in(context, dir, options)
+    }
+
+    /// Each of the scenario's buckets holds one table file per column family after its reclaim.
+    fn bounds(
+        &self,
+        context: &RocksDbContext,
+        buckets: usize,
+    ) -> engine_api::budget::ResourceBounds {
+        context.bounds(buckets, 2)
     }
 }

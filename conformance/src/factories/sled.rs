@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use backend_sled::SledEngine;
+use backend_sled::{SledContext, SledEngine};
 use engine_api::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result};
 
@@ -46,5 +46,26 @@ impl EngineFactory for SledFactory {
 
     fn remove_index_row(&self, engine: &SledEngine, row: &[u8]) -> Result<bool> {
         engine.remove_index_row(row)
+    }
+}
+
+impl crate::scale::ScaleFactory for SledFactory {
+    type Context = backend_sled::SledContext;
+
+    fn scale_context(&self, buckets: usize) -> Result<SledContext> {
+        SledContext::for_buckets(buckets)
+    }
+
+    fn open_in(
+        &self,
+        context: &SledContext,
+        dir: &Path,
+        options: EngineOptions,
+    ) -> Result<SledEngine> {
+        SledEngine::open_in(context, dir, options)
+    }
+
+    fn bounds(&self, context: &SledContext, buckets: usize) -> engine_api::budget::ResourceBounds {
+        context.bounds(buckets)
     }
 }

@@ -1,0 +1,142 @@
+//! [`RedbContext`]: what every redb bucket of a process shares: the bucket budget and the cache
+//! budget split into per-bucket shares.
+//!
+//! redb runs no threads of its own and holds one descriptor per database file, so a database per
+//! bucket (self-contained bucket directories) costs only the page cache, which redb sizes per
+//! database. The context gives each bucket an even share of one budget instead of redb's 1 GiB
+//! default each.
+
+use std::sync::Mutex;
+
+use engine_api::Result;
+use engine_api::budget::{self, BucketBudget, BucketLease, ResourceBounds};
+
+use crate::error::BACKEND;
+
+/// The smallest cache share a bucket may get: a handful of redb pages (4 KiB each) for the
+/// B-tree's upper levels of each table.
+pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
+
+/// File descriptors one open redb bucket holds: its database file.
+pub const FDS_PER_BUCKET: u64 = 1;
+
+/// Resident memory one open, small redb bucket holds besides its cache share (redb's allocator
+/// state and region headers, the open tables), bytes; the scale test checks it.
+pub const MEMORY_PER_BUCKET: u64 = 512 << 10;
+
+/// Sizes and limits of a [`RedbContext`]. `Default` suits a process hosting up to 1,024 buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedbContextOptions {
+    /// The most redb buckets open at once (default 1,024); an open beyond it is
+    /// [`engine_api::Error::ResourceLimit`].
+    pub max_buckets: usize,
+    /// Page-cache budget of all buckets together, in bytes (default 1 GiB, redb's default for a
+    /// single database): each bucket gets `cache_bytes / max_buckets` (at least
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`]).
+    pub cache_bytes: u64,
+}
+
+impl Default for RedbContextOptions {
+    fn default() -> Self {
+        RedbContextOptions {
+            max_buckets: 1024,
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
+/// Shared redb resources; cheap to clone. Open engines keep their share until dropped.
+///
+/// ```
+/// use backend_redb::{RedbContext, RedbContextOptions, RedbEngine};
+/// use engine_api::EngineOptions;
+///
+/// let context = RedbContext::new(RedbContextOptions { max_buckets: 1, ..Default::default() })?;
+/// let dir = tempfile::tempdir()?;
+/// let a = RedbEngine::open_in(&context, &dir.path().join("a"), EngineOptions::default())?;
+/// let refused = RedbEngine::open_in(&context, &dir.path().join("b"), EngineOptions::default());
+/// assert!(matches!(refused, Err(engine_api::Error::ResourceLimit { .. })));
+/// assert!(!dir.path().join("b").exists(), "a refused open creates nothing");
+/// drop(a);
+/// let b = RedbEngine::open_in(&context, &dir.path().join("b"), EngineOptions::default())?;
+/// # drop(b);
+/// # Ok::<(), engine_api::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedbContext {
+    settings: RedbContextOptions,
+    cache_share: u64,
+    budget: BucketBudget,
+}
+
+impl RedbContext {
+    /// Creates the budget. Errors: [`engine_api::Error::InvalidInput`] when the cache share per
+    /// bucket would be below [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0.
+    pub fn new(settings: RedbContextOptions) -> Result<Self> {
+        let cache_share = budget::cache_share(
+            BACKEND,
+            settings.max_buckets,
+            settings.cache_bytes,
+            MIN_CACHE_BYTES_PER_BUCKET,
+        )?;
+        Ok(RedbContext {
+            budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
+            cache_share,
+            settings,
+        })
+    }
+
+    /// A context with the default settings admitting `buckets` buckets (the cache budget stays
+    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
+    pub fn for_buckets(buckets: usize) -> Result<Self> {
+        let defaults = RedbContextOptions::default();
+        Self::new(RedbContextOptions {
+            max_buckets: buckets.max(1),
+            cache_bytes: budget::cache_budget_for(
+                buckets,
+                defaults.cache_bytes,
+                MIN_CACHE_BYTES_PER_BUCKET,
+            ),
+        })
+    }
+
+    /// The process-wide default context ([`RedbContextOptions::default`]), created on first use;
+    /// [`engine_api::OpenEngine::open`] opens engines from it.
+    pub fn global() -> Result<Self> {
+        static GLOBAL: Mutex<Option<RedbContext>> = Mutex::new(None);
+        engine_api::sync::get_or_try_init(&GLOBAL, "global redb context", || {
+            RedbContext::new(RedbContextOptions::default())
+        })
+    }
+
+    /// The settings it was created with.
+    pub fn settings(&self) -> &RedbContextOptions {
+        &self.settings
+    }
+
+    /// Each bucket's page-cache share, bytes.
+    pub fn cache_bytes_per_bucket(&self) -> u64 {
+        self.cache_share
+    }
+
+    /// Buckets open from this context now.
+    pub fn open_buckets(&self) -> usize {
+        self.budget.open_buckets()
+    }
+
+    /// What `buckets` open buckets of this context hold at most: no thread, a descriptor each,
+    /// their cache shares plus [`MEMORY_PER_BUCKET`] each.
+    pub fn bounds(&self, buckets: usize) -> ResourceBounds {
+        let n = buckets as u64;
+        ResourceBounds {
+            threads: 0,
+            fds: n * FDS_PER_BUCKET,
+            memory_bytes: n * (self.cache_share + MEMORY_PER_BUCKET),
+        }
+    }
+
+    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
+    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
+        self.budget.admit(dir)
+    }
+}

@@ -1,0 +1,189 @@
+//! [`SledContext`]: what every sled bucket of a process shares: the bucket budget, the cache
+//! budget split into per-bucket shares, and the one flusher thread.
+//!
+//! Why a database per bucket and not one database with trees per bucket: a bucket directory stays
+//! self-contained (it can be copied, moved, verified, recovered or deleted on its own, and damage
+//! to one bucket's files cannot make the others unreadable), and sled already serialises every
+//! transaction of the process, so one shared database would gain no write concurrency. What a
+//! database per bucket cost was a flusher thread each and a 64 MiB cache each; the context removes
+//! both (one flusher thread, a fixed share of one budget), which leaves one file descriptor per
+//! bucket (sled's log file) and sled's small per-database structures.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use engine_api::Result;
+use engine_api::budget::{self, BucketBudget, BucketLease, ResourceBounds};
+
+use crate::errors::BACKEND;
+use crate::flusher::Flusher;
+
+/// The smallest cache share a bucket may get: below it sled would re-read its pages from disk on
+/// almost every lookup.
+pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
+
+/// File descriptors one open sled bucket holds: sled's log file (`db`). sled reads and closes
+/// `conf` and its snapshots at open.
+pub const FDS_PER_BUCKET: u64 = 1;
+
+/// The most threads sled 0.34's process-wide I/O pool runs (its own cap; it starts them on demand
+/// and lets idle ones go), whatever the number of databases.
+pub const SLED_IO_THREADS: u64 = 128;
+
+/// Resident memory one open, small sled bucket holds besides its cache share, bytes; the scale
+/// test checks it. A new bucket holds about 0.3 MiB (sled's page table, the trees); a bucket
+/// reopened from disk about 2.3 MiB, because sled's recovery reads its log a 512 KiB segment at
+/// a time into zeroed buffers and keeps its segment buffers, and that memory stays resident.
+pub const MEMORY_PER_BUCKET: u64 = 3 << 20;
+
+/// Sizes and limits of a [`SledContext`]. `Default` suits a process hosting up to 1,024 buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledContextOptions {
+    /// The most sled buckets open at once (default 1,024); an open beyond it is
+    /// [`engine_api::Error::ResourceLimit`].
+    pub max_buckets: usize,
+    /// Page-cache budget of all buckets together, in bytes (default 1 GiB, sled's default for a
+    /// single database): each bucket gets `cache_bytes / max_buckets` (at least
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`]).
+    pub cache_bytes: u64,
+    /// How often the one flusher thread flushes every open bucket, so writes made with
+    /// `sync_writes = false` reach disk (default 500 ms, sled's default; `None`: only synced
+    /// writes, watermark changes, explicit flushes and closes flush).
+    pub flush_every: Option<Duration>,
+}
+
+impl Default for SledContextOptions {
+    fn default() -> Self {
+        SledContextOptions {
+            max_buckets: 1024,
+            cache_bytes: 1 << 30,
+            flush_every: Some(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// Shared sled resources; cheap to clone (an `Arc`). Open engines keep their context alive.
+///
+/// ```
+/// use backend_sled::{SledContext, SledContextOptions, SledEngine};
+/// use engine_api::{Engine, EngineOptions};
+///
+/// let context = SledContext::new(SledContextOptions { max_buckets: 2, ..Default::default() })?;
+/// let dir = tempfile::tempdir()?;
+/// let a = SledEngine::open_in(&context, &dir.path().join("a"), EngineOptions::default())?;
+/// let b = SledEngine::open_in(&context, &dir.path().join("b"), EngineOptions::default())?;
+/// assert!(SledEngine::open_in(&context, &dir.path().join("c"), EngineOptions::default()).is_err());
+/// drop(a); // its share is free again at once
+/// let c = SledEngine::open_in(&context, &dir.path().join("c"), EngineOptions::default())?;
+/// assert_eq!(context.open_buckets(), 2);
+/// # drop((b, c));
+/// # Ok::<(), engine_api::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct SledContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: SledContextOptions,
+    cache_share: u64,
+    budget: BucketBudget,
+    flusher: Option<Flusher>,
+}
+
+impl std::fmt::Debug for SledContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledContext")
+            .field("settings", &self.inner.settings)
+            .field("open_buckets", &self.open_buckets())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SledContext {
+    /// Creates the budget and starts the flusher thread (if `flush_every` is set).
+    ///
+    /// Errors: [`engine_api::Error::InvalidInput`] when the cache share per bucket would be below
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0; [`engine_api::Error::Backend`] when the thread
+    /// cannot be started.
+    pub fn new(settings: SledContextOptions) -> Result<Self> {
+        let cache_share = budget::cache_share(
+            BACKEND,
+            settings.max_buckets,
+            settings.cache_bytes,
+            MIN_CACHE_BYTES_PER_BUCKET,
+        )?;
+        let flusher = settings.flush_every.map(Flusher::start).transpose()?;
+        Ok(SledContext {
+            inner: Arc::new(Inner {
+                budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
+                cache_share,
+                settings,
+                flusher,
+            }),
+        })
+    }
+
+    /// A context with the default settings admitting `buckets` buckets (the cache budget stays
+    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
+    pub fn for_buckets(buckets: usize) -> Result<Self> {
+        let defaults = SledContextOptions::default();
+        Self::new(SledContextOptions {
+            max_buckets: buckets.max(1),
+            cache_bytes: budget::cache_budget_for(
+                buckets,
+                defaults.cache_bytes,
+                MIN_CACHE_BYTES_PER_BUCKET,
+            ),
+            ..defaults
+        })
+    }
+
+    /// The process-wide default context ([`SledContextOptions::default`]), created on first use;
+    /// [`engine_api::OpenEngine::open`] opens engines from it.
+    pub fn global() -> Result<Self> {
+        static GLOBAL: Mutex<Option<SledContext>> = Mutex::new(None);
+        engine_api::sync::get_or_try_init(&GLOBAL, "global sled context", || {
+            SledContext::new(SledContextOptions::default())
+        })
+    }
+
+    /// The settings it was created with.
+    pub fn settings(&self) -> &SledContextOptions {
+        &self.inner.settings
+    }
+
+    /// Each bucket's page-cache share, bytes.
+    pub fn cache_bytes_per_bucket(&self) -> u64 {
+        self.inner.cache_share
+    }
+
+    /// Buckets open from this context now.
+    pub fn open_buckets(&self) -> usize {
+        self.inner.budget.open_buckets()
+    }
+
+    /// What `buckets` open buckets of this context hold at most: the flusher thread and sled's
+    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each, and their
+    /// cache shares plus [`MEMORY_PER_BUCKET`] each.
+    pub fn bounds(&self, buckets: usize) -> ResourceBounds {
+        let n = buckets as u64;
+        ResourceBounds {
+            threads: u64::from(self.inner.flusher.is_some()) + SLED_IO_THREADS,
+            fds: n * FDS_PER_BUCKET,
+            memory_bytes: n * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET),
+        }
+    }
+
+    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
+    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
+        self.inner.budget.admit(dir)
+    }
+
+    /// Has the flusher thread flush `db` from now on (nothing without a flusher).
+    pub(crate) fn register(&self, db: &Arc<sled::Db>) {
+        if let Some(flusher) = &self.inner.flusher {
+            flusher.register(db);
+        }
+    }
+}

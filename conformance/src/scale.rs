@@ -1,0 +1,335 @@
+//! The scale scenario: a thousand buckets of one backend open at once in one process, writing,
+//! reclaiming and reopening, within the resources the backend states for them
+//! ([`engine_api::budget::ResourceBounds`]).
+//!
+//! Threads, descriptors and memory are process-wide, so the scenario runs in a child process of
+//! its own (the test binary re-executed for this one test, [`run_isolated`]): nothing else in the
+//! process opens files or starts threads while it measures. The child runs under a soft
+//! descriptor limit of 1,024 (the usual default) whenever the backend's stated descriptors for the
+//! buckets fit in it; otherwise it first shows that the open that would exceed the limit is a
+//! clear [`Error::ResourceLimit`], then raises the limit as the message says and goes on.
+//!
+//! `TIDEMARK_SCALE_BUCKETS` sets the number of buckets (default 1,000).
+
+use std::path::Path;
+use std::process::Command;
+
+use engine_api::budget::{FD_RESERVE, ResourceBounds};
+use engine_api::process::{self, ProcessUsage};
+use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
+
+use crate::factory::EngineFactory;
+
+/// Buckets opened at once by default.
+pub const DEFAULT_BUCKETS: usize = 1000;
+
+/// Records written to each bucket; the first tenth (and a little more in some) becomes covered.
+pub const RECORDS: u64 = 100;
+
+/// The soft descriptor limit the scenario runs under when the buckets fit in it.
+pub const DEFAULT_SOFT_FD_LIMIT: u64 = 1024;
+
+/// Environment variable naming the test the child process runs.
+const CHILD_ENV: &str = "TIDEMARK_SCALE_CHILD";
+
+/// A backend the scale scenario runs: it opens buckets from a per-process context sized for
+/// them, and states what they may hold.
+pub trait ScaleFactory: EngineFactory {
+    /// The backend's per-process context (budget, caches, threads).
+    type Context;
+
+    /// A fresh context admitting exactly `buckets` buckets.
+    fn scale_context(&self, buckets: usize) -> Result<Self::Context>;
+
+    /// Opens the bucket at `dir` from `context`.
+    fn open_in(
+        &self,
+        context: &Self::Context,
+        dir: &Path,
+        options: EngineOptions,
+    ) -> Result<Self::Engine>;
+
+    /// What `buckets` open buckets of `context`, each as small as the scenario's, hold at most.
+    fn bounds(&self, context: &Self::Context, buckets: usize) -> ResourceBounds;
+}
+
+/// The number of buckets: `TIDEMARK_SCALE_BUCKETS`, or [`DEFAULT_BUCKETS`].
+pub fn buckets_from_env() -> usize {
+    std::env::var("TIDEMARK_SCALE_BUCKETS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_BUCKETS)
+}
+
+/// Runs [`run`] in a child process: the test binary re-executed for the one test `test_name`
+/// (its full name as the harness lists it, e.g. `sled::scale`). In that child it runs the
+/// scenario itself. A child that fails, panics or aborts fails the test with its output.
+pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
+    if std::env::var(CHILD_ENV).as_deref() == Ok(test_name) {
+        run(factory, buckets_from_env());
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new(exe)
+        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, test_name)
+        .output()
+        .expect("start the scale child process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stdout.lines().filter(|l| l.starts_with("scale ")) {
+        println!("{line}");
+    }
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test_name} child process failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+/// The scenario, in this process: opens `buckets` buckets from a context sized for them, writes
+/// and reclaims in each, checks the process's threads, descriptors and memory against the
+/// backend's bounds, checks that one bucket more is refused clearly and that a closed bucket's
+/// share is free at once, then closes all and reopens them with their data and watermarks,
+/// within the same bounds.
+pub fn run<F: ScaleFactory>(factory: &F, buckets: usize) {
+    let name = F::NAME;
+    let root = tempfile::tempdir().expect("temporary directory");
+    let context = factory.scale_context(buckets).expect("scale context");
+    let bounds = factory.bounds(&context, buckets);
+    let idle = ProcessUsage::current();
+    let idle_fds = idle.open_fds.unwrap_or(0);
+    let needed = idle_fds + bounds.fds + FD_RESERVE;
+    let dir = |i: usize| root.path().join(format!("bucket-{i}"));
+    let options = EngineOptions::default().with_sync_writes(false);
+
+    let mut engines = Vec::with_capacity(buckets);
+    if needed <= DEFAULT_SOFT_FD_LIMIT {
+        process::set_fd_soft_limit(DEFAULT_SOFT_FD_LIMIT).expect("lower the soft fd limit");
+    } else {
+        // Does not fit the default: the open that would exceed it must say so, not fail inside
+        // the engine. Then raise the limit as the message says and continue with what is open.
+        process::set_fd_soft_limit(DEFAULT_SOFT_FD_LIMIT).expect("lower the soft fd limit");
+        let refused = loop {
+            let i = engines.len();
+            assert!(
+                i < buckets,
+                "{name}: {buckets} buckets opened under a soft limit of \
+                {DEFAULT_SOFT_FD_LIMIT} though their stated {} descriptors do not fit",
+                bounds.fds
+            );
+            match factory.open_in(&context, &dir(i), options.clone()) {
+                Ok(engine) => engines.push(engine),
+                Err(e) => break (i, e),
+            }
+        };
+        let (i, err) = refused;
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::ResourceLimit { .. }) && text.contains("ulimit -n"),
+            "{name}: bucket {i} under the default soft limit failed without naming the limit: {text}"
+        );
+        assert!(
+            !dir(i).exists(),
+            "{name}: a refused open created {}",
+            dir(i).display()
+        );
+        let raised = process::set_fd_soft_limit(needed).expect("raise the soft fd limit");
+        assert!(
+            raised.soft >= Some(needed),
+            "{name}: the hard limit {:?} is below the {needed} descriptors {buckets} buckets need",
+            raised.hard
+        );
+        println!(
+            "scale {name}: bucket {i} refused under a soft limit of {DEFAULT_SOFT_FD_LIMIT} \
+             ({text}); limit raised to {needed}"
+        );
+    }
+    for i in engines.len()..buckets {
+        let engine = factory
+            .open_in(&context, &dir(i), options.clone())
+            .unwrap_or_else(|e| panic!("{name}: open bucket {i} of {buckets}: {e}"));
+        engines.push(engine);
+    }
+    for (i, engine) in engines.iter().enumerate() {
+        fill(engine, i).unwrap_or_else(|e| panic!("{name}: fill bucket {i}: {e}"));
+    }
+    let usage = ProcessUsage::current();
+    report(name, buckets, &idle, &usage, &bounds);
+    check_bounds(name, &idle, &usage, &bounds);
+
+    // The budget is full: one more is refused clearly and creates nothing; a closed bucket's
+    // share is free at once, and that bucket reopens with its data.
+    let extra = dir(buckets);
+    match factory.open_in(&context, &extra, options.clone()) {
+        Err(Error::ResourceLimit { .. }) => {}
+        Err(e) => panic!("{name}: bucket {buckets} beyond a budget of {buckets}: {e}"),
+        Ok(_) => panic!("{name}: bucket {buckets} opened beyond a budget of {buckets}"),
+    }
+    assert!(
+        !extra.exists(),
+        "{name}: a refused open created {}",
+        extra.display()
+    );
+    drop(engines.pop());
+    let last = buckets - 1;
+    let engine = factory
+        .open_in(&context, &dir(last), options.clone())
+        .unwrap_or_else(|e| panic!("{name}: reopen bucket {last} right after closing it: {e}"));
+    check_bucket(name, &engine, last);
+    engines.push(engine);
+
+    drop(engines);
+    let engines: Vec<_> = (0..buckets)
+        .map(|i| {
+            factory
+                .open_in(&context, &dir(i), options.clone())
+                .unwrap_or_else(|e| panic!("{name}: reopen bucket {i}: {e}"))
+        })
+        .collect();
+    for (i, engine) in engines.iter().enumerate() {
+        check_bucket(name, engine, i);
+    }
+    // Closing gave every bucket's descriptors and threads back: reopened, they hold no more
+    // than the first time (a leak would double them).
+    let reopened = ProcessUsage::current();
+    check_bounds(name, &idle, &reopened, &bounds);
+}
+
+/// The watermark bucket `i` is given: a tenth of its records, and up to 9 more so that buckets
+/// differ.
+fn watermark_of(i: usize) -> u64 {
+    RECORDS / 10 + (i % 10) as u64
+}
+
+/// The key of record `j` and its payload in bucket `i` (distinct per bucket, so a bucket serving
+/// another's data is caught).
+fn record(i: usize, j: u64) -> (Vec<u8>, Vec<u8>) {
+    (
+        format!("k{j:03}").into_bytes(),
+        format!("bucket {i} record {j}").into_bytes(),
+    )
+}
+
+/// Writes the bucket's records (every tenth a delete), advances its watermark and reclaims; the
+/// reclaim must remove exactly the covered records.
+fn fill<E: Engine>(engine: &E, i: usize) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    for j in 0..RECORDS {
+        let (key, value) = record(i, j);
+        if j % 10 == 9 {
+            batch.delete(key, j);
+        } else {
+            batch.put(key, value, j);
+        }
+    }
+    engine.apply(&batch)?;
+    let w = watermark_of(i);
+    engine.advance_watermark(w)?;
+    let report = engine.reclaim()?;
+    let removed = report.values_removed + report.tombstones_removed;
+    if removed != w {
+        return Err(Error::Internal(format!(
+            "bucket {i}: reclaim below {w} removed {removed} entries"
+        )));
+    }
+    Ok(())
+}
+
+/// After a reopen: W and the applied end restored, covered records gone, the rest exact.
+fn check_bucket<E: Engine>(name: &str, engine: &E, i: usize) {
+    let w = watermark_of(i);
+    assert_eq!(
+        (engine.watermark(), engine.applied_end()),
+        (w, RECORDS),
+        "{name}: bucket {i} watermark and applied end"
+    );
+    for j in 0..RECORDS {
+        let (key, value) = record(i, j);
+        let found = engine
+            .lookup(&key)
+            .unwrap_or_else(|e| panic!("{name}: bucket {i} lookup {j}: {e}"));
+        let expected = if j < w {
+            LocalLookup::Miss
+        } else if j % 10 == 9 {
+            LocalLookup::Tombstone { offset: j }
+        } else {
+            LocalLookup::Value {
+                offset: j,
+                bytes: value,
+            }
+        };
+        assert_eq!(found, expected, "{name}: bucket {i} record {j}");
+    }
+}
+
+fn growth(now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    Some(now?.saturating_sub(before?))
+}
+
+fn check_bounds(name: &str, idle: &ProcessUsage, usage: &ProcessUsage, bounds: &ResourceBounds) {
+    if let Some(threads) = growth(usage.threads, idle.threads) {
+        assert!(
+            threads <= bounds.threads,
+            "{name}: {threads} threads added, the backend states at most {}",
+            bounds.threads
+        );
+    }
+    if let Some(fds) = growth(usage.open_fds, idle.open_fds) {
+        assert!(
+            fds <= bounds.fds,
+            "{name}: {fds} descriptors added, the backend states at most {}",
+            bounds.fds
+        );
+    }
+    if let Some(rss) = growth(usage.rss_bytes, idle.rss_bytes) {
+        assert!(
+            rss <= bounds.memory_bytes,
+            "{name}: {} MiB of resident memory added, the backend states at most {} MiB",
+            rss >> 20,
+            bounds.memory_bytes >> 20
+        );
+    }
+}
+
+fn report(
+    name: &str,
+    buckets: usize,
+    idle: &ProcessUsage,
+    usage: &ProcessUsage,
+    bounds: &ResourceBounds,
+) {
+    let show = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    println!(
+        "scale {name}: {buckets} buckets open: threads {} (idle {}, bound +{}), descriptors {} \
+         (idle {}, bound +{}), RSS {} MiB (idle {} MiB, bound +{} MiB)",
+        show(usage.threads),
+        show(idle.threads),
+        bounds.threads,
+        show(usage.open_fds),
+        show(idle.open_fds),
+        bounds.fds,
+        show(usage.rss_bytes.map(|b| b >> 20)),
+        show(idle.rss_bytes.map(|b| b >> 20)),
+        bounds.memory_bytes >> 20
+    );
+}
+
+/// Stamps the scale test for one backend: `#[test] fn scale()`, run in a child process. Use it
+/// inside the backend's module of the conformance test (`mod sled { ... }`), whose name is the
+/// test's prefix.
+#[macro_export]
+macro_rules! scale_case {
+    ($factory:expr) => {
+        /// A thousand buckets (`TIDEMARK_SCALE_BUCKETS`) open, write, reclaim and reopen within
+        /// the backend's stated budget, in a child process.
+        #[test]
+        fn scale() {
+            // The harness names tests by their module path without the crate.
+            let path = module_path!();
+            let module = path.split_once("::").map_or(path, |(_, rest)| rest);
+            $crate::scale::run_isolated(&format!("{module}::scale"), &$factory);
+        }
+    };
+}

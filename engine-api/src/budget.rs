@@ -1,0 +1,286 @@
+//! The per-process admission budget one backend's buckets share: how many may be open at once,
+//! and the file descriptors each holds, checked against the process's limit before an open.
+//!
+//! A host with a thousand buckets must learn at open, with a message that says what to change,
+//! that it is about to run out, rather than see a storage engine fail deep inside with "too many
+//! open files" (or worse, a background thread of the engine fail later). Every disk backend's
+//! context owns one [`BucketBudget`]; an open engine holds a [`BucketLease`] and gives it back when
+//! it is dropped, so a closed bucket's share is free again at once.
+//!
+//! ```
+//! use engine_api::budget::BucketBudget;
+//!
+//! let budget = BucketBudget::new("example", 2, 1);
+//! let dir = std::path::Path::new("/tmp/bucket");
+//! let a = budget.admit(dir)?;
+//! let b = budget.admit(dir)?;
+//! assert!(budget.admit(dir).is_err()); // a third bucket exceeds the budget
+//! drop(a);
+//! let c = budget.admit(dir)?; // a closed bucket's share is free at once
+//! assert_eq!(budget.open_buckets(), 2);
+//! # drop((b, c));
+//! # Ok::<(), engine_api::Error>(())
+//! ```
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::{Error, Result};
+use crate::process;
+
+/// Descriptors left free beyond a new bucket's own: engines open files briefly (a compaction's
+/// output, a snapshot being written, an options file), and the host has files of its own.
+pub const FD_RESERVE: u64 = 16;
+
+/// The resources a backend promises a number of open buckets stays within, on top of what the
+/// process held before (the scale test checks every figure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceBounds {
+    /// Threads the backend adds, whatever the number of buckets.
+    pub threads: u64,
+    /// File descriptors the buckets hold in all.
+    pub fds: u64,
+    /// Resident memory they may hold in all: the shared caches plus a per-bucket overhead, bytes.
+    pub memory_bytes: u64,
+}
+
+/// The cache share of each bucket when `cache_bytes` is split evenly among `max_buckets`, or
+/// [`Error::InvalidInput`] when that leaves less than `min_share` (or admits no bucket).
+pub fn cache_share(
+    backend: &'static str,
+    max_buckets: usize,
+    cache_bytes: u64,
+    min_share: u64,
+) -> Result<u64> {
+    if max_buckets == 0 {
+        return Err(Error::invalid(format!(
+            "a {backend} context must admit at least one bucket"
+        )));
+    }
+    let share = cache_bytes / max_buckets as u64;
+    if share < min_share {
+        return Err(Error::invalid(format!(
+            "a {backend} cache budget of {cache_bytes} bytes for {max_buckets} buckets leaves \
+             {share} bytes each, below the minimum of {min_share}; raise cache_bytes or lower \
+             max_buckets"
+        )));
+    }
+    Ok(share)
+}
+
+/// The cache budget for a context sized for `buckets` buckets: `default_bytes`, or `min_share`
+/// for each bucket when that is more.
+pub fn cache_budget_for(buckets: usize, default_bytes: u64, min_share: u64) -> u64 {
+    default_bytes.max(min_share.saturating_mul(buckets.max(1) as u64))
+}
+
+/// How many buckets of one backend may be open at once and the descriptors each holds; cheap to
+/// clone (shared).
+#[derive(Clone)]
+pub struct BucketBudget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: &'static str,
+    max_buckets: usize,
+    fds_per_bucket: u64,
+    open: AtomicUsize,
+}
+
+impl fmt::Debug for BucketBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BucketBudget")
+            .field("backend", &self.inner.backend)
+            .field("max_buckets", &self.inner.max_buckets)
+            .field("fds_per_bucket", &self.inner.fds_per_bucket)
+            .field("open", &self.open_buckets())
+            .finish()
+    }
+}
+
+impl BucketBudget {
+    /// A budget of at most `max_buckets` open buckets (at least 1) of `backend`, each holding
+    /// about `fds_per_bucket` file descriptors while open.
+    pub fn new(backend: &'static str, max_buckets: usize, fds_per_bucket: u64) -> Self {
+        BucketBudget {
+            inner: Arc::new(Inner {
+                backend,
+                max_buckets: max_buckets.max(1),
+                fds_per_bucket,
+                open: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The most buckets that may be open at once.
+    pub fn max_buckets(&self) -> usize {
+        self.inner.max_buckets
+    }
+
+    /// The descriptors one open bucket holds (the backend's figure).
+    pub fn fds_per_bucket(&self) -> u64 {
+        self.inner.fds_per_bucket
+    }
+
+    /// Buckets open now.
+    pub fn open_buckets(&self) -> usize {
+        self.inner.open.load(Ordering::Acquire)
+    }
+
+    /// Admits one more bucket, to be opened at `path`, or refuses with
+    /// [`Error::ResourceLimit`] when the budget is full or the process's soft file-descriptor
+    /// limit leaves too few descriptors for it (plus [`FD_RESERVE`]). Nothing is opened here; the
+    /// share is held by the returned lease until it is dropped.
+    pub fn admit(&self, path: &Path) -> Result<BucketLease> {
+        let inner = &self.inner;
+        let admitted = inner
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < inner.max_buckets).then_some(open + 1)
+            });
+        if let Err(open) = admitted {
+            return Err(Error::ResourceLimit {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{open} {} buckets are open, the most its context admits \
+                     (max_buckets = {}); close one, or create the context with a larger \
+                     max_buckets (and cache budget)",
+                    inner.backend, inner.max_buckets
+                ),
+            });
+        }
+        let lease = BucketLease {
+            inner: Arc::clone(inner),
+        };
+        self.check_fds(path)?;
+        Ok(lease)
+    }
+
+    /// Refuses when the open descriptors plus this bucket's and the reserve exceed the soft limit.
+    fn check_fds(&self, path: &Path) -> Result<()> {
+        let limit = process::fd_limit();
+        let (Some(soft), Some(open_fds)) = (limit.soft, process::open_fds()) else {
+            return Ok(());
+        };
+        let inner = &self.inner;
+        let needed = inner.fds_per_bucket.saturating_add(FD_RESERVE);
+        if open_fds.saturating_add(needed) <= soft {
+            return Ok(());
+        }
+        // Enough for every bucket the budget admits, counting what is open besides.
+        let per_bucket = inner.fds_per_bucket.max(1);
+        let others =
+            open_fds.saturating_sub((self.open_buckets() as u64).saturating_mul(per_bucket));
+        let suggested = others
+            .saturating_add((inner.max_buckets as u64).saturating_mul(per_bucket))
+            .saturating_add(FD_RESERVE);
+        let hard = limit
+            .hard
+            .map_or_else(|| "unlimited".to_string(), |h| h.to_string());
+        Err(Error::ResourceLimit {
+            path: path.to_path_buf(),
+            message: format!(
+                "the process has {open_fds} file descriptors open and its soft limit \
+                 (RLIMIT_NOFILE) is {soft}; a {} bucket holds about {} more and {FD_RESERVE} are \
+                 kept in reserve. Raise the limit (hard limit {hard}) to at least {suggested} for \
+                 {} buckets: `ulimit -n {suggested}` in the shell that starts the process, \
+                 LimitNOFILE={suggested} in its systemd unit, or \
+                 `engine_api::process::set_fd_soft_limit({suggested})` at start-up",
+                inner.backend, inner.fds_per_bucket, inner.max_buckets
+            ),
+        })
+    }
+}
+
+/// One admitted bucket's share of a [`BucketBudget`]; dropping it frees the share.
+pub struct BucketLease {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for BucketLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BucketLease")
+            .field("backend", &self.inner.backend)
+            .finish()
+    }
+}
+
+impl Drop for BucketLease {
+    fn drop(&mut self) {
+        self.inner.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_budget_refuses_with_a_message_naming_it() {
+        let budget = BucketBudget::new("sled", 1, 1);
+        let path = Path::new("/srv/buckets/7");
+        let lease = budget.admit(path).unwrap();
+        let err = budget.admit(path).unwrap_err();
+        assert!(matches!(err, Error::ResourceLimit { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("/srv/buckets/7") && text.contains("max_buckets = 1"),
+            "{text}"
+        );
+        assert_eq!(
+            budget.open_buckets(),
+            1,
+            "a refused admission holds no share"
+        );
+        drop(lease);
+        assert_eq!(budget.open_buckets(), 0);
+        drop(budget.admit(path).unwrap());
+    }
+
+    #[test]
+    fn cache_shares_split_the_budget_and_refuse_a_share_below_the_minimum() {
+        assert_eq!(cache_share("sled", 4, 1 << 20, 1 << 10).unwrap(), 1 << 18);
+        let err = cache_share("sled", 1000, 1 << 20, 64 << 10).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+        assert!(err.to_string().contains("1048 bytes each"), "{err}");
+        assert!(cache_share("redb", 0, 1 << 30, 1).is_err());
+        // Sized for the buckets: the default unless the minimum shares need more.
+        assert_eq!(cache_budget_for(10, 1 << 30, 64 << 10), 1 << 30);
+        assert_eq!(
+            cache_budget_for(100_000, 1 << 30, 64 << 10),
+            100_000 * (64 << 10)
+        );
+    }
+
+    #[test]
+    fn clones_share_one_count() {
+        let budget = BucketBudget::new("redb", 3, 1);
+        let other = budget.clone();
+        let leases: Vec<_> = (0..3)
+            .map(|_| other.admit(Path::new("b")).unwrap())
+            .collect();
+        assert_eq!(budget.open_buckets(), 3);
+        assert!(budget.admit(Path::new("b")).is_err());
+        drop(leases);
+        assert_eq!(other.open_buckets(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn descriptors_beyond_the_soft_limit_are_refused_with_how_to_raise_it() {
+        // A bucket needing more descriptors than any soft limit allows is always refused: the
+        // check reads the real limit and the real count.
+        let budget = BucketBudget::new("rocksdb", 10, u64::MAX / 4);
+        let err = budget.admit(Path::new("/srv/b")).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::ResourceLimit { .. }), "{text}");
+        assert!(
+            text.contains("RLIMIT_NOFILE") && text.contains("ulimit -n"),
+            "{text}"
+        );
+        assert_eq!(budget.open_buckets(), 0, "the refused lease was returned");
+    }
+}
