@@ -8,6 +8,8 @@
 
 pub mod bucket;
 pub mod cases;
+pub mod child;
+pub mod crash;
 pub mod factories;
 pub mod factory;
 pub mod harness;

@@ -12,12 +12,12 @@
 //! `TIDEMARK_SCALE_BUCKETS` sets the number of buckets (default 1,000).
 
 use std::path::Path;
-use std::process::Command;
 
 use engine_api::budget::{FD_RESERVE, ResourceBounds};
 use engine_api::process::{self, ProcessUsage};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
+use crate::child::{self, Role};
 use crate::factory::EngineFactory;
 
 /// Buckets opened at once by default.
@@ -28,9 +28,6 @@ pub const RECORDS: u64 = 100;
 
 /// The soft descriptor limit the scenario runs under when the buckets fit in it.
 pub const DEFAULT_SOFT_FD_LIMIT: u64 = 1024;
-
-/// Environment variable naming the test the child process runs.
-const CHILD_ENV: &str = "TIDEMARK_SCALE_CHILD";
 
 /// A backend the scale scenario runs: it opens buckets from a per-process context sized for
 /// them, and states what they may hold.
@@ -66,14 +63,11 @@ pub fn buckets_from_env() -> usize {
 /// (its full name as the harness lists it, e.g. `sled::scale`). In that child it runs the
 /// scenario itself. A child that fails, panics or aborts fails the test with its output.
 pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
-    if std::env::var(CHILD_ENV).as_deref() == Ok(test_name) {
+    if child::role(test_name) == Role::Child {
         run(factory, buckets_from_env());
         return;
     }
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = Command::new(exe)
-        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, test_name)
+    let out = child::command(test_name)
         .output()
         .expect("start the scale child process");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -326,10 +320,8 @@ macro_rules! scale_case {
         /// the backend's stated budget, in a child process.
         #[test]
         fn scale() {
-            // The harness names tests by their module path without the crate.
-            let path = module_path!();
-            let module = path.split_once("::").map_or(path, |(_, rest)| rest);
-            $crate::scale::run_isolated(&format!("{module}::scale"), &$factory);
+            let name = $crate::child::test_name(module_path!(), "scale");
+            $crate::scale::run_isolated(&name, &$factory);
         }
     };
 }
