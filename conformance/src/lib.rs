@@ -13,6 +13,7 @@ pub mod crash;
 pub mod factories;
 pub mod factory;
 pub mod harness;
+pub mod hostile;
 mod macros;
 pub mod scale;
 pub mod skip;

@@ -61,6 +61,7 @@ macro_rules! for_each_case {
             // input limits
             invalid_input_rejected_nothing_written [] "empty key, key > 64 KiB, value > 64 MiB, offsets backwards, offset u64::MAX: InvalidInput, nothing written",
             lookup_rejects_invalid_keys [] "lookup with an empty or oversized key is InvalidInput",
+            hostile_batches_match_the_reference [] "proptest: arbitrary bytes read as batches (keys and values around the limits, offsets backwards or u64::MAX), watermarks and reclaims agree with MemoryEngine; nothing panics",
             lookup_inline_agrees_with_lookup [] "lookup_inline answers what lookup does whenever it answers, and answers a key just written",
             largest_offset_accepted [] "offset u64::MAX - 1 works end to end (applied end and W of u64::MAX)",
             // persistence
