@@ -3,7 +3,8 @@
 use std::fmt;
 use std::path::Path;
 
-use engine_api::{Error, OpenMode, Result, layout};
+use engine_api::disk::StorageInit;
+use engine_api::{Error, Result};
 use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
 use crate::engine::CACHE_BYTES;
@@ -25,16 +26,18 @@ impl fmt::Debug for RedbDb {
 }
 
 impl RedbDb {
-    /// Opens `file` in the bucket directory `dir`: creates it when `mode` creates; otherwise it
-    /// must exist ([`Error::NoStore`] when it does not), and [`OpenMode::ReadOnly`] opens it
-    /// read-only.
-    pub(crate) fn open(dir: &Path, file: &Path, mode: OpenMode) -> Result<Self> {
+    /// Opens `file` in the bucket directory `init.dir`, as its open mode says: checked first
+    /// ([`StorageInit::require_engine_file`]), then created when the mode creates and missing;
+    /// [`OpenMode::ReadOnly`](engine_api::OpenMode::ReadOnly) opens it read-only.
+    pub(crate) fn open(init: &StorageInit<'_>, file: &Path) -> Result<Self> {
+        let mode = init.options.open_mode;
+        // Before redb could create a new, empty database where a store lived.
+        init.require_engine_file(file, "redb database file")?;
         let mut builder = Builder::new();
         builder.set_cache_size(CACHE_BYTES);
         if mode.creates() {
             return Ok(RedbDb::Writable(builder.create(file).redb()?));
         }
-        layout::require_engine_files(dir, file, "redb database file")?;
         if mode.writes() {
             return Ok(RedbDb::Writable(builder.open(file).redb()?));
         }

@@ -108,7 +108,7 @@ impl OpenEngine for RedbEngine {
     fn open(path: &Path, options: EngineOptions) -> Result<Self> {
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             let file: PathBuf = init.dir.join(DB_FILE);
-            let db = RedbDb::open(init.dir, &file, init.options.open_mode)?;
+            let db = RedbDb::open(&init, &file)?;
             RedbStorage::new(db, file, init.options)
         })?;
         Ok(RedbEngine { inner })

@@ -15,7 +15,7 @@ use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
 use engine_api::verify::Verifier;
-use engine_api::{Error, Result, layout};
+use engine_api::{Error, Result};
 use rocksdb::{
     ColumnFamily, ColumnFamilyDescriptor, DB, ErrorKind, FlushOptions, ReadOptions, ReadTier,
     WriteOptions, properties,
@@ -65,10 +65,8 @@ impl RocksDbStorage {
     pub fn open(context: &RocksDbContext, init: StorageInit<'_>) -> Result<Self> {
         let db_path = init.dir.join(DB_DIR);
         let mode = init.options.open_mode;
-        if !mode.creates() {
-            // Checked first: the Rust binding creates the database directory before any open.
-            layout::require_engine_files(init.dir, &db_path.join("CURRENT"), "RocksDB database")?;
-        }
+        // Checked first: the Rust binding creates the database directory before any open.
+        init.require_engine_file(&db_path.join("CURRENT"), "RocksDB database")?;
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,

@@ -11,6 +11,7 @@
 
 pub mod batch;
 pub mod codec;
+pub mod contain;
 pub mod covered;
 pub mod disk;
 pub mod engine;
