@@ -11,6 +11,7 @@ pub mod cases;
 pub mod factories;
 pub mod factory;
 pub mod harness;
+pub mod hostile;
 mod macros;
 pub mod skip;
 
