@@ -141,31 +141,40 @@ fn newer_format_in_meta_is_refused() {
     );
 }
 
-#[test]
-fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded() {
-    let tmp = tempfile::tempdir().unwrap();
-    open_fast(tmp.path()).apply(&puts(0, 3)).unwrap();
-    let stored = raw_db(tmp.path())
+/// The stored meta format version, raw.
+fn stored_format(dir: &std::path::Path) -> Vec<u8> {
+    let stored = raw_db(dir)
         .open_tree("meta")
         .unwrap()
         .get(b"format_version")
         .unwrap()
         .unwrap();
-    assert_eq!(stored.as_ref(), &2u64.to_be_bytes()[..]);
-    // A format-1 store, as written before the backends shared the metadata codec (a 4-byte
-    // version), with a format-1 entry: a read-only open leaves it at format 1; a writable open
-    // upgrades marker and meta to format 2, and the old entry still reads.
-    poke_meta(tmp.path(), b"format_version", &1u32.to_be_bytes());
-    let marker = tmp.path().join(engine_api::layout::MARKER_FILE);
-    std::fs::write(&marker, "backend=sled\nformat=1\n").unwrap();
+    stored.to_vec()
+}
+
+/// Marks the store at `dir` format 1, as a build from before the shared metadata codec wrote
+/// it (a 4-byte version in meta, `format=1` in the marker).
+fn make_format_1(dir: &std::path::Path) {
+    poke_meta(dir, b"format_version", &1u32.to_be_bytes());
+    let marker = dir.join(engine_api::layout::MARKER_FILE);
+    std::fs::write(marker, "backend=sled\nformat=1\n").unwrap();
+}
+
+#[test]
+fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded() {
+    let tmp = tempfile::tempdir().unwrap();
+    open_fast(tmp.path()).apply(&puts(0, 3)).unwrap();
+    assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
+    // A format-1 store with a format-1 entry: a read-only open leaves it at format 1; a
+    // writable open upgrades marker and meta to format 2, and the old entry still reads.
+    make_format_1(tmp.path());
     {
         let engine = open_fast(tmp.path());
         engine
             .insert_raw(b"old", &engine_api::codec::encode_value_v1(1, b"v1"))
             .unwrap();
     }
-    poke_meta(tmp.path(), b"format_version", &1u32.to_be_bytes());
-    std::fs::write(&marker, "backend=sled\nformat=1\n").unwrap();
+    make_format_1(tmp.path());
     let read_only = EngineOptions::default().with_open_mode(engine_api::OpenMode::ReadOnly);
     drop(SledEngine::open(tmp.path(), read_only).unwrap());
     assert_eq!(
@@ -187,13 +196,7 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
         2
     );
     drop(engine);
-    let stored = raw_db(tmp.path())
-        .open_tree("meta")
-        .unwrap()
-        .get(b"format_version")
-        .unwrap()
-        .unwrap();
-    assert_eq!(stored.as_ref(), &2u64.to_be_bytes()[..]);
+    assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
 }
 
 #[test]

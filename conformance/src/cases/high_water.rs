@@ -1,6 +1,8 @@
 //! The high-water record beside the marker: a store never reopens older than it, and a store
 //! that lived in a directory is never replaced by a new, empty one.
 
+use std::path::Path;
+
 use engine_api::disk::high_water::{self, HIGH_WATER_FILE, HighWater};
 use engine_api::{Engine, EngineOptions, Error, OpenMode};
 
@@ -15,6 +17,26 @@ const MODES: [OpenMode; 3] = [
 
 fn options(mode: OpenMode) -> EngineOptions {
     EngineOptions::default().with_open_mode(mode)
+}
+
+/// Opens `dir` in every mode and asserts each open fails with an error `is_expected` accepts
+/// (named `expected` in failures) whose message names the high-water record.
+#[track_caller]
+fn assert_refused<F: EngineFactory>(
+    factory: &F,
+    dir: &Path,
+    expected: &str,
+    is_expected: fn(&Error) -> bool,
+) {
+    for mode in MODES {
+        match factory.open(dir, options(mode)) {
+            Err(err) if is_expected(&err) => {
+                assert!(err.to_string().contains(HIGH_WATER_FILE), "{err}");
+            }
+            Err(other) => panic!("{mode:?}: expected {expected}, got {other}"),
+            Ok(_) => panic!("{mode:?}: expected {expected}, but the store opened"),
+        }
+    }
 }
 
 /// The record follows every watermark change, flush and close; an engine state below it (here
@@ -81,15 +103,9 @@ pub fn high_water_record_refuses_rollback<F: EngineFactory>(factory: F) {
         },
     ] {
         high_water::write(&dir, &ahead).unwrap();
-        for mode in MODES {
-            match h.factory().open(&dir, options(mode)) {
-                Err(err @ Error::RolledBack { .. }) => {
-                    assert!(err.to_string().contains(HIGH_WATER_FILE), "{err}");
-                }
-                Err(other) => panic!("{mode:?}: expected RolledBack, got {other}"),
-                Ok(_) => panic!("{mode:?}: a store older than its record opened"),
-            }
-        }
+        assert_refused(h.factory(), &dir, "RolledBack", |e| {
+            matches!(e, Error::RolledBack { .. })
+        });
     }
     let path = dir.join(HIGH_WATER_FILE);
     for bad in [
@@ -98,15 +114,9 @@ pub fn high_water_record_refuses_rollback<F: EngineFactory>(factory: F) {
         b"watermark=12\napplied_end=13\ncrc32=00000000\n",
     ] {
         std::fs::write(&path, bad).unwrap();
-        for mode in MODES {
-            match h.factory().open(&dir, options(mode)) {
-                Err(err @ Error::Damaged { .. }) => {
-                    assert!(err.to_string().contains(HIGH_WATER_FILE), "{err}");
-                }
-                Err(other) => panic!("{mode:?}: expected Damaged, got {other}"),
-                Ok(_) => panic!("{mode:?}: a damaged high-water record went unnoticed"),
-            }
-        }
+        assert_refused(h.factory(), &dir, "Damaged", |e| {
+            matches!(e, Error::Damaged { .. })
+        });
     }
     std::fs::remove_file(&path).unwrap();
     let e = h.reopen();
