@@ -19,9 +19,7 @@ fn bench_decode(c: &mut Criterion) {
         b.iter(|| black_box(codec::decode(black_box(&key), black_box(&v1)).is_ok()))
     });
     group.bench_function("format-2", |b| {
-        b.iter(|| {
-            black_box(codec::decode_applied(black_box(&key), black_box(&v2), 1_000).is_ok())
-        })
+        b.iter(|| black_box(codec::decode_applied(black_box(&key), black_box(&v2), 1_000).is_ok()))
     });
     group.finish();
 }
