@@ -1,6 +1,8 @@
 //! The stored value codec on the lookup path: decoding a format-1 entry (no checksum) against a
 //! format-2 entry (CRC-32 verified, tag checked against the applied end), at the value size of
 //! the backend benchmarks. Compare the two in one run; absolute times depend on the machine.
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::time::Duration;
