@@ -35,6 +35,11 @@ impl RedbDb {
         init.require_engine_file(file, "redb database file")?;
         let mut builder = Builder::new();
         builder.set_cache_size(CACHE_BYTES);
+        // redb keeps a checksum of every B-tree page but trusts a cleanly closed file; a damaged
+        // branch page would silently hide entries (a lookup misses them). A writable open
+        // verifies every page first (reading the whole file once), so such a file is refused
+        // instead of served. A read-only open cannot run the check (it commits).
+        builder.set_check_integrity_on_open(mode.writes());
         if mode.creates() {
             return Ok(RedbDb::Writable(builder.create(file).redb()?));
         }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use engine_api::rng::SplitMix64;
-use engine_api::{Engine, EngineOptions, Error};
+use engine_api::{Engine, EngineOptions, Error, LocalLookup};
 
 use crate::EngineFactory;
 use crate::hostile::workload::acceptable;
@@ -185,9 +185,11 @@ fn open_and_read<F: EngineFactory>(
         match engine.lookup(&key) {
             Ok(got) => assert!(
                 acceptable(expected.as_ref(), &got, watermark),
-                "{}: key {key:?} read {got:?}, expected {expected:?} (W {watermark}, applied \
-                 end {applied_end})",
-                F::NAME
+                "{}: key {} read {}, expected {} (W {watermark}, applied end {applied_end})",
+                F::NAME,
+                String::from_utf8_lossy(&key),
+                brief(Some(&got)),
+                brief(expected.as_ref())
             ),
             Err(e) if refusal_kind(&e).is_some() => reported += 1,
             Err(e) => panic!("{}: lookup of {key:?} failed unexpectedly: {e:?}", F::NAME),
@@ -202,6 +204,18 @@ fn open_and_read<F: EngineFactory>(
         "opened: W {watermark}, applied end {applied_end}, {reported} entries reported damaged, \
          {verified}"
     )
+}
+
+/// A lookup result without its bytes (values are kilobytes), for failure messages.
+fn brief(lookup: Option<&LocalLookup>) -> String {
+    match lookup {
+        None => "nothing (never written below the applied end)".to_owned(),
+        Some(LocalLookup::Value { offset, bytes }) => {
+            format!("a value at {offset} ({} bytes)", bytes.len())
+        }
+        Some(LocalLookup::Tombstone { offset }) => format!("a tombstone at {offset}"),
+        Some(LocalLookup::Miss) => "a miss".to_owned(),
+    }
 }
 
 /// The kind of a clear refusal: an error that names the damaged file or entry or says what is
