@@ -101,7 +101,14 @@ impl RocksDbStorage {
             // Replays the WAL into memory, never into files.
             DB::open_cf_descriptors_read_only(&db_opts, &db_path, families, false)
         }
-        .map_err(rocks_err)?;
+        // RocksDB's recovery errors ("Corruption: checksum mismatch") do not always name the
+        // database they came from.
+        .map_err(|e| {
+            Error::backend(
+                BACKEND,
+                format!("opening the RocksDB database {}: {e}", db_path.display()),
+            )
+        })?;
         Ok(RocksDbStorage {
             db,
             db_path,
