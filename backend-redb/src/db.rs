@@ -3,7 +3,8 @@
 use std::fmt;
 use std::path::Path;
 
-use engine_api::{Error, OpenMode, Result, layout};
+use engine_api::disk::StorageInit;
+use engine_api::{Error, Result};
 use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
 use crate::error::{BACKEND, RedbResultExt};
@@ -24,21 +25,24 @@ impl fmt::Debug for RedbDb {
 }
 
 impl RedbDb {
-    /// Opens `file` in the bucket directory `dir`: creates it when `mode` creates; otherwise it
-    /// must exist ([`Error::NoStore`] when it does not), and [`OpenMode::ReadOnly`] opens it
-    /// read-only; its page cache holds up to `cache_bytes`.
-    pub(crate) fn open(
-        dir: &Path,
-        file: &Path,
-        mode: OpenMode,
-        cache_bytes: usize,
-    ) -> Result<Self> {
+    /// Opens `file` in the bucket directory `init.dir`, as its open mode says: checked first
+    /// ([`StorageInit::require_engine_file`]), then created when the mode creates and missing;
+    /// [`OpenMode::ReadOnly`](engine_api::OpenMode::ReadOnly) opens it read-only; its page cache
+    /// holds up to `cache_bytes`.
+    pub(crate) fn open(init: &StorageInit<'_>, file: &Path, cache_bytes: usize) -> Result<Self> {
+        let mode = init.options.open_mode;
+        // Before redb could create a new, empty database where a store lived.
+        init.require_engine_file(file, "redb database file")?;
         let mut builder = Builder::new();
         builder.set_cache_size(cache_bytes);
+        // redb keeps a checksum of every B-tree page but trusts a cleanly closed file; a damaged
+        // branch page would silently hide entries (a lookup misses them). A writable open
+        // verifies every page first (reading the whole file once), so such a file is refused
+        // instead of served. A read-only open cannot run the check (it commits).
+        builder.set_check_integrity_on_open(mode.writes());
         if mode.creates() {
             return Ok(RedbDb::Writable(builder.create(file).redb()?));
         }
-        layout::require_engine_files(dir, file, "redb database file")?;
         if mode.writes() {
             return Ok(RedbDb::Writable(builder.open(file).redb()?));
         }

@@ -112,7 +112,7 @@ impl RedbEngine {
         let cache = usize::try_from(context.cache_bytes_per_bucket()).unwrap_or(usize::MAX);
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             let file: PathBuf = init.dir.join(DB_FILE);
-            let db = RedbDb::open(init.dir, &file, init.options.open_mode, cache)?;
+            let db = RedbDb::open(&init, &file, cache)?;
             RedbStorage::new(db, file, init.options, lease)
         })?;
         Ok(RedbEngine { inner })

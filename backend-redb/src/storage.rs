@@ -299,7 +299,7 @@ impl Storage for RedbStorage {
     /// decode, at offset 0 (below every non-zero threshold) when they do not.
     #[cfg(feature = "testing")]
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        let tag = engine_api::codec::peek_tag(stored).unwrap_or(0);
+        let tag = engine_api::codec::checked_tag(key, stored).unwrap_or(0);
         let txn = self.writable("insert_raw")?.begin_write().redb()?;
         {
             let mut data = txn.open_table(DATA).redb()?;

@@ -175,10 +175,10 @@ fn other_backends_and_foreign_directories_are_refused() {
 
     let newer = tmp.path().join("newer");
     std::fs::create_dir_all(&newer).unwrap();
-    std::fs::write(newer.join("TIDEMARK"), "backend=redb\nformat=2\n").unwrap();
+    std::fs::write(newer.join("TIDEMARK"), "backend=redb\nformat=3\n").unwrap();
     let err = RedbEngine::open(&newer, EngineOptions::default()).unwrap_err();
     assert!(
-        matches!(err, Error::UnsupportedFormat { found: 2, .. }),
+        matches!(err, Error::UnsupportedFormat { found: 3, .. }),
         "{err}"
     );
 }
@@ -187,14 +187,14 @@ fn other_backends_and_foreign_directories_are_refused() {
 fn newer_format_or_corrupt_meta_inside_the_file_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     drop(open(tmp.path()));
-    poke_meta(tmp.path(), "format_version", &2u64.to_be_bytes());
+    poke_meta(tmp.path(), "format_version", &3u64.to_be_bytes());
     let err = RedbEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::UnsupportedFormat {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             }
         ),

@@ -22,15 +22,16 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine_api::codec::{self, KIND_TOMBSTONE};
+use engine_api::codec;
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 
 /// Returns the current limit, or `None` to remove nothing. Read once per compaction.
 pub type ThresholdSupplier = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
 
-/// Extracts the tag from stored bytes; `None` means unreadable (the entry is kept and counted).
-pub type TagReader = fn(&[u8]) -> Option<u64>;
+/// Extracts the tag from a key and its stored bytes; `None` means unreadable (the entry is kept
+/// and counted).
+pub type TagReader = fn(&[u8], &[u8]) -> Option<u64>;
 
 /// Lock-free counters shared by a factory and every filter it creates.
 #[derive(Debug, Default)]
@@ -115,12 +116,13 @@ pub struct TagThresholdFilterFactory {
 
 impl TagThresholdFilterFactory {
     /// A factory removing entries with `tag + distance <= supplier()`, reading tags with
-    /// [`codec::peek_tag`] and counting into fresh counters.
+    /// [`codec::checked_tag`] (an entry whose checksum fails is kept and counted, never removed
+    /// on a damaged tag) and counting into fresh counters.
     pub fn new(distance: u64, supplier: ThresholdSupplier) -> Self {
         TagThresholdFilterFactory {
             distance,
             supplier,
-            tag_reader: codec::peek_tag,
+            tag_reader: codec::checked_tag,
             counters: Arc::default(),
         }
     }
@@ -131,7 +133,7 @@ impl TagThresholdFilterFactory {
         self
     }
 
-    /// Reads tags with `reader` instead of [`codec::peek_tag`] (tests use this to inject panics;
+    /// Reads tags with `reader` instead of [`codec::checked_tag`] (tests use this to inject panics;
     /// other stored layouts could use it to place the tag elsewhere).
     pub fn with_tag_reader(mut self, reader: TagReader) -> Self {
         self.tag_reader = reader;
@@ -207,10 +209,10 @@ pub fn entry_verdict(
         (Some(limit), Some(due)) => due <= limit,
         _ => false,
     };
-    match (expired, stored.first()) {
+    match (expired, codec::is_tombstone_kind(stored)) {
         (false, _) => Verdict::Keep,
-        (true, Some(&KIND_TOMBSTONE)) => Verdict::RemoveTombstone,
-        (true, _) => Verdict::RemoveValue,
+        (true, true) => Verdict::RemoveTombstone,
+        (true, false) => Verdict::RemoveValue,
     }
 }
 
@@ -230,10 +232,10 @@ impl TagThresholdFilter {
 }
 
 impl CompactionFilter for TagThresholdFilter {
-    fn filter(&mut self, _level: u32, _key: &[u8], value: &[u8]) -> Decision {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
         let (limit, distance, reader) = (self.limit, self.distance, self.tag_reader);
         let verdict = catch_unwind(AssertUnwindSafe(|| {
-            entry_verdict(limit, distance, reader(value), value)
+            entry_verdict(limit, distance, reader(key, value), value)
         }));
         let counters = &self.counters;
         match verdict {
@@ -269,12 +271,12 @@ mod tests {
 
     #[test]
     fn removes_at_or_past_the_limit_only() {
-        let v = encode_value(5, b"x");
+        let v = encode_value(b"k", 5, b"x");
         assert_eq!(entry_verdict(Some(5), 0, Some(5), &v), Verdict::RemoveValue);
         assert_eq!(entry_verdict(Some(4), 0, Some(5), &v), Verdict::Keep);
         assert_eq!(entry_verdict(Some(7), 2, Some(5), &v), Verdict::RemoveValue);
         assert_eq!(entry_verdict(Some(6), 2, Some(5), &v), Verdict::Keep);
-        let t = encode_tombstone(5);
+        let t = encode_tombstone(b"k", 5);
         assert_eq!(
             entry_verdict(Some(9), 0, Some(5), &t),
             Verdict::RemoveTombstone
@@ -283,7 +285,7 @@ mod tests {
 
     #[test]
     fn none_limit_overflow_and_unreadable_keep() {
-        let v = encode_value(u64::MAX, b"x");
+        let v = encode_value(b"k", u64::MAX, b"x");
         assert_eq!(entry_verdict(None, 0, Some(0), &v), Verdict::Keep);
         assert_eq!(
             entry_verdict(Some(u64::MAX), 1, Some(u64::MAX), &v),
@@ -309,18 +311,18 @@ mod tests {
         });
         assert_eq!(filter.limit(), None);
         assert!(matches!(
-            filter.filter(0, b"k", &encode_value(1, b"v")),
+            filter.filter(0, b"k", &encode_value(b"k", 1, b"v")),
             Decision::Keep
         ));
 
         let mut factory = TagThresholdFilterFactory::new(0, Arc::new(|| Some(100)))
-            .with_tag_reader(|_| panic!("reader boom"));
+            .with_tag_reader(|_, _| panic!("reader boom"));
         let mut filter = factory.create(CompactionFilterContext {
             is_full_compaction: false,
             is_manual_compaction: false,
         });
         assert!(matches!(
-            filter.filter(0, b"k", &encode_value(1, b"v")),
+            filter.filter(0, b"k", &encode_value(b"k", 1, b"v")),
             Decision::Keep
         ));
         let c = factory.counters().snapshot();

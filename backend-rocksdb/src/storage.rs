@@ -16,10 +16,10 @@ use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
 use engine_api::verify::Verifier;
-use engine_api::{Error, Result, layout};
+use engine_api::{Error, Result};
 use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, ErrorKind, FlushOptions, ReadOptions, ReadTier,
-    WriteOptions, properties,
+    ColumnFamily, ColumnFamilyDescriptor, DB, DBRecoveryMode, ErrorKind, FlushOptions, ReadOptions,
+    ReadTier, WriteOptions, properties,
 };
 
 use crate::compact;
@@ -72,10 +72,8 @@ impl RocksDbStorage {
     ) -> Result<Self> {
         let db_path = init.dir.join(DB_DIR);
         let mode = init.options.open_mode;
-        if !mode.creates() {
-            // Checked first: the Rust binding creates the database directory before any open.
-            layout::require_engine_files(init.dir, &db_path.join("CURRENT"), "RocksDB database")?;
-        }
+        // Checked first: the Rust binding creates the database directory before any open.
+        init.require_engine_file(&db_path.join("CURRENT"), "RocksDB database")?;
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,
@@ -85,6 +83,13 @@ impl RocksDbStorage {
         let mut db_opts = context.options();
         db_opts.create_if_missing(mode.creates());
         db_opts.create_missing_column_families(mode.creates());
+        // A damaged log must not be replayed up to the damage and served as the whole store:
+        // a checksum failure anywhere in the log fails the open (only an incomplete record at
+        // the very end, a write a crash tore, is dropped), and the sizes of closed logs are
+        // recorded in the manifest, so a missing or shortened one fails it too. What this does
+        // not see (a log cut at a record boundary, or zeroed) the high-water record bounds.
+        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        db_opts.set_track_and_verify_wals_in_manifest(true);
         let mut data_opts = context.options();
         data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
         data_opts.set_compaction_filter_factory(
@@ -103,7 +108,14 @@ impl RocksDbStorage {
             // Replays the WAL into memory, never into files.
             DB::open_cf_descriptors_read_only(&db_opts, &db_path, families, false)
         }
-        .map_err(rocks_err)?;
+        // RocksDB's recovery errors ("Corruption: checksum mismatch") do not always name the
+        // database they came from.
+        .map_err(|e| {
+            Error::backend(
+                BACKEND,
+                format!("opening the RocksDB database {}: {e}", db_path.display()),
+            )
+        })?;
         Ok(RocksDbStorage {
             db,
             db_path,
@@ -392,6 +404,14 @@ impl Storage for RocksDbStorage {
 
     fn flush(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(rocks_err)
+    }
+
+    /// Flushes the memtables into table files (and the log), so a cleanly closed store reopens
+    /// from its table files and manifest alone: damage to the log after a clean close loses
+    /// nothing.
+    fn close(&self) -> Result<()> {
+        self.flush_memtables()?;
+        self.flush()
     }
 
     /// Every row of `data` must decode below the applied end; both column families are read in

@@ -154,11 +154,11 @@ fn unparsable_metadata_is_corrupt_and_newer_format_is_unsupported() {
     {
         let db = raw_meta_db(tmp.path());
         let meta = db.cf_handle(META_CF).unwrap();
-        db.put_cf(meta, b"format_version", 2u64.to_be_bytes())
+        db.put_cf(meta, b"format_version", 3u64.to_be_bytes())
             .unwrap();
     }
     match RocksDbEngine::open(tmp.path(), EngineOptions::default()) {
-        Err(Error::UnsupportedFormat { found: 2, .. }) => {}
+        Err(Error::UnsupportedFormat { found: 3, .. }) => {}
         other => panic!("expected UnsupportedFormat, got {other:?}"),
     }
 }

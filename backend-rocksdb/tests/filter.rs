@@ -41,9 +41,10 @@ fn present(db: &DB, i: u64) -> bool {
 fn fill(db: &DB, n: u64) {
     for i in 0..n {
         if i % 2 == 0 {
-            db.put(key(i), encode_value(i, b"payload")).unwrap();
+            db.put(key(i), encode_value(&key(i), i, b"payload"))
+                .unwrap();
         } else {
-            db.put(key(i), encode_tombstone(i)).unwrap();
+            db.put(key(i), encode_tombstone(&key(i), i)).unwrap();
         }
     }
 }
@@ -113,12 +114,23 @@ fn ttl_supplier_expires_old_entries_and_keeps_fresh_ones() {
     let now = now_ms();
     let two_hours = 2 * 3600 * 1000;
     // Tags are write times in ms: two entries from two hours ago, two written now.
-    db.put(b"old-value", encode_value(now - two_hours, b"stale"))
+    db.put(
+        b"old-value",
+        encode_value(b"old-value", now - two_hours, b"stale"),
+    )
+    .unwrap();
+    db.put(
+        b"old-tombstone",
+        encode_tombstone(b"old-tombstone", now - two_hours),
+    )
+    .unwrap();
+    db.put(b"fresh-value", encode_value(b"fresh-value", now, b"fresh"))
         .unwrap();
-    db.put(b"old-tombstone", encode_tombstone(now - two_hours))
-        .unwrap();
-    db.put(b"fresh-value", encode_value(now, b"fresh")).unwrap();
-    db.put(b"fresh-tombstone", encode_tombstone(now)).unwrap();
+    db.put(
+        b"fresh-tombstone",
+        encode_tombstone(b"fresh-tombstone", now),
+    )
+    .unwrap();
     compact_all(&db);
     assert!(db.get(b"old-value").unwrap().is_none());
     assert!(db.get(b"old-tombstone").unwrap().is_none());
@@ -139,7 +151,8 @@ fn ttl_with_a_controlled_clock_expires_exactly_at_the_ttl() {
     // TTL 100 ms: an entry written at t expires once now >= t + 100.
     let db = open(tmp.path(), TagThresholdFilterFactory::new(100, supplier));
     for t in [850u64, 900, 901, 950] {
-        db.put(format!("t{t}"), encode_value(t, b"x")).unwrap();
+        let k = format!("t{t}");
+        db.put(&k, encode_value(k.as_bytes(), t, b"x")).unwrap();
     }
     compact_all(&db);
     assert!(db.get(b"t850").unwrap().is_none());
@@ -173,7 +186,7 @@ fn supplier_is_read_once_per_compaction() {
     opts.set_level_compaction_dynamic_level_bytes(true);
     let db = DB::open(&opts, tmp.path()).unwrap();
     for i in 0..1_000u64 {
-        db.put(key(i), encode_value(i, b"v")).unwrap();
+        db.put(key(i), encode_value(&key(i), i, b"v")).unwrap();
     }
 
     compact_all(&db);
@@ -200,17 +213,26 @@ fn corrupt_values_are_kept_and_counted() {
     let factory = watermark_filter_factory(Arc::new(AtomicU64::new(u64::MAX)), 0);
     let counters = factory.counters();
     let db = open(tmp.path(), factory);
-    let garbage: [&[u8]; 5] = [
+    // A checksummed value with one flipped payload byte, and one stored under another key:
+    // their tags read fine but their checksums fail, so they are kept, not removed.
+    let mut flipped = encode_value(b"bad5", 3, b"payload");
+    if let Some(last) = flipped.last_mut() {
+        *last ^= 0x01;
+    }
+    let moved = encode_value(b"elsewhere", 3, b"payload");
+    let garbage: [&[u8]; 7] = [
         b"",
         b"\x07\0\0\0\0\0\0\0\x01",
         b"\x01\0\0",
         b"\x02\0\0\0\0\0\0\0\x01extra",
         b"not a tidemark value",
+        &flipped,
+        &moved,
     ];
     for (i, g) in garbage.iter().enumerate() {
         db.put(format!("bad{i}"), g).unwrap();
     }
-    db.put(b"good", encode_value(3, b"v")).unwrap();
+    db.put(b"good", encode_value(b"good", 3, b"v")).unwrap();
     compact_all(&db);
     for (i, g) in garbage.iter().enumerate() {
         assert_eq!(db.get(format!("bad{i}")).unwrap().as_deref(), Some(*g));
@@ -221,7 +243,7 @@ fn corrupt_values_are_kept_and_counted() {
     assert_eq!(c.removed_values, 1);
 }
 
-fn reader_that_panics_on_boom(stored: &[u8]) -> Option<u64> {
+fn reader_that_panics_on_boom(_key: &[u8], stored: &[u8]) -> Option<u64> {
     if stored.ends_with(b"boom") {
         panic!("tag reader exploded");
     }
@@ -235,9 +257,9 @@ fn a_panicking_decision_keeps_the_entry_and_is_counted() {
         .with_tag_reader(reader_that_panics_on_boom);
     let counters = factory.counters();
     let db = open(tmp.path(), factory);
-    db.put(b"a", encode_value(1, b"fine")).unwrap();
-    db.put(b"b", encode_value(2, b"boom")).unwrap();
-    db.put(b"c", encode_value(3, b"fine")).unwrap();
+    db.put(b"a", encode_value(b"a", 1, b"fine")).unwrap();
+    db.put(b"b", encode_value(b"b", 2, b"boom")).unwrap();
+    db.put(b"c", encode_value(b"c", 3, b"fine")).unwrap();
     compact_all(&db);
     assert!(db.get(b"a").unwrap().is_none());
     assert!(
@@ -255,7 +277,7 @@ fn a_panicking_supplier_removes_nothing() {
     let factory = TagThresholdFilterFactory::new(0, Arc::new(|| panic!("supplier exploded")));
     let counters = factory.counters();
     let db = open(tmp.path(), factory);
-    db.put(b"a", encode_value(1, b"v")).unwrap();
+    db.put(b"a", encode_value(b"a", 1, b"v")).unwrap();
     compact_all(&db);
     assert!(db.get(b"a").unwrap().is_some());
     let c = counters.snapshot();
@@ -296,7 +318,7 @@ fn removal_above_an_older_bottom_version_never_resurrects_it() {
     let db = DB::open(&opts, tmp.path()).unwrap();
 
     // The old version, pushed to the bottom level (L6) while W = 0 protects it.
-    db.put(b"k", encode_value(1, b"old")).unwrap();
+    db.put(b"k", encode_value(b"k", 1, b"old")).unwrap();
     db.flush().unwrap();
     let mut to_bottom = CompactOptions::default();
     to_bottom.set_change_level(true);
@@ -305,8 +327,8 @@ fn removal_above_an_older_bottom_version_never_resurrects_it() {
     assert_eq!(files_at(&db, 6), 1, "old version sits in the bottom level");
 
     // Neighbours of `k`, never covered, land in L1 (an automatic trivial move of their L0 file).
-    db.put(b"j", encode_value(20, b"j")).unwrap();
-    db.put(b"l", encode_value(21, b"l")).unwrap();
+    db.put(b"j", encode_value(b"j", 20, b"j")).unwrap();
+    db.put(b"l", encode_value(b"l", 21, b"l")).unwrap();
     db.flush().unwrap();
     wait_until("the neighbours reach L1", || {
         files_at(&db, 0) == 0 && files_at(&db, 1) == 1
@@ -314,7 +336,7 @@ fn removal_above_an_older_bottom_version_never_resurrects_it() {
 
     // A newer version of `k`, covered together with the old one.
     w.store(10, Ordering::SeqCst);
-    db.put(b"k", encode_value(5, b"new")).unwrap();
+    db.put(b"k", encode_value(b"k", 5, b"new")).unwrap();
     db.flush().unwrap();
 
     // Its L0 file overlaps L1's, so the background compaction L0 + L1 -> L1 really runs the

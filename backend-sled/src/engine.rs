@@ -5,7 +5,7 @@ use std::path::Path;
 
 use engine_api::disk::{DiskEngine, StorageInit};
 use engine_api::sweeper::SweepTotals;
-use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine, layout};
+use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
 
 #[cfg(feature = "testing")]
 use crate::chunk::ChunkHook;
@@ -138,14 +138,9 @@ impl SledEngine {
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
             let db_dir = init.dir.join(DB_SUBDIR);
             let mode = init.options.open_mode;
-            if !mode.creates() {
-                // sled creates a missing database; an open of an existing store must not.
-                layout::require_engine_files(
-                    init.dir,
-                    &db_dir.join(SLED_DB_FILE),
-                    "sled database",
-                )?;
-            }
+            // sled creates a missing database; it must not where a store lived, nor for an open
+            // of an existing store.
+            init.require_engine_file(&db_dir.join(SLED_DB_FILE), "sled database")?;
             // No flusher thread per database: the context's one thread flushes every bucket.
             let config = sled::Config::new()
                 .path(&db_dir)

@@ -105,12 +105,12 @@ fn newer_format_in_the_marker_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     fs::write(
         tmp.path().join(layout::MARKER_FILE),
-        "backend=sled\nformat=2\n",
+        "backend=sled\nformat=3\n",
     )
     .unwrap();
     let err = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap_err();
     assert!(
-        matches!(err, Error::UnsupportedFormat { found: 2, .. }),
+        matches!(err, Error::UnsupportedFormat { found: 3, .. }),
         "{err}"
     );
 }
@@ -133,7 +133,7 @@ fn newer_format_in_meta_is_refused() {
             err,
             Error::UnsupportedFormat {
                 found: 7,
-                supported: 1,
+                supported: 2,
                 ..
             }
         ),
@@ -141,22 +141,62 @@ fn newer_format_in_meta_is_refused() {
     );
 }
 
-#[test]
-fn the_format_version_is_written_in_the_shared_encoding_and_the_legacy_one_still_opens() {
-    let tmp = tempfile::tempdir().unwrap();
-    open_fast(tmp.path()).apply(&puts(0, 3)).unwrap();
-    let stored = raw_db(tmp.path())
+/// The stored meta format version, raw.
+fn stored_format(dir: &std::path::Path) -> Vec<u8> {
+    let stored = raw_db(dir)
         .open_tree("meta")
         .unwrap()
         .get(b"format_version")
         .unwrap()
         .unwrap();
-    assert_eq!(stored.as_ref(), &1u64.to_be_bytes()[..]);
-    // Stores written before the backends shared the metadata codec hold a 4-byte version.
-    poke_meta(tmp.path(), b"format_version", &1u32.to_be_bytes());
+    stored.to_vec()
+}
+
+/// Marks the store at `dir` format 1, as a build from before the shared metadata codec wrote
+/// it (a 4-byte version in meta, `format=1` in the marker).
+fn make_format_1(dir: &std::path::Path) {
+    poke_meta(dir, b"format_version", &1u32.to_be_bytes());
+    let marker = dir.join(engine_api::layout::MARKER_FILE);
+    std::fs::write(marker, "backend=sled\nformat=1\n").unwrap();
+}
+
+#[test]
+fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded() {
+    let tmp = tempfile::tempdir().unwrap();
+    open_fast(tmp.path()).apply(&puts(0, 3)).unwrap();
+    assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
+    // A format-1 store with a format-1 entry: a read-only open leaves it at format 1; a
+    // writable open upgrades marker and meta to format 2, and the old entry still reads.
+    make_format_1(tmp.path());
+    {
+        let engine = open_fast(tmp.path());
+        engine
+            .insert_raw(b"old", &engine_api::codec::encode_value_v1(1, b"v1"))
+            .unwrap();
+    }
+    make_format_1(tmp.path());
+    let read_only = EngineOptions::default().with_open_mode(engine_api::OpenMode::ReadOnly);
+    drop(SledEngine::open(tmp.path(), read_only).unwrap());
+    assert_eq!(
+        engine_api::layout::read_marker(tmp.path()).unwrap().format,
+        1
+    );
     let engine = open_fast(tmp.path());
     assert_eq!(engine.applied_end(), 3);
-    assert_eq!(engine.stats().unwrap().live_entries, 3);
+    assert_eq!(engine.stats().unwrap().live_entries, 4);
+    assert_eq!(
+        engine.lookup(b"old").unwrap(),
+        engine_api::LocalLookup::Value {
+            offset: 1,
+            bytes: b"v1".to_vec()
+        }
+    );
+    assert_eq!(
+        engine_api::layout::read_marker(tmp.path()).unwrap().format,
+        2
+    );
+    drop(engine);
+    assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
 }
 
 #[test]

@@ -84,7 +84,7 @@ fn corrupt_values_are_kept_and_counted() {
     let engine = open_fast(tmp.path());
     engine.apply(&puts(0, 4)).unwrap();
     // An indexed entry that rotted in place (the kind byte is gone)...
-    let mut rotted = codec::encode_value(1, b"v1");
+    let mut rotted = codec::encode_value(&key(1), 1, b"v1");
     rotted[0] = 0x7f;
     engine.insert_raw(&key(1), &rotted).unwrap();
     // ...and a new key with nothing readable at all. Both are indexed at 0, each once.

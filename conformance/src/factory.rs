@@ -30,6 +30,8 @@ pub struct Capabilities {
     /// A read-only open leaves every file of the store byte for byte as it was (the engine opens
     /// its files read-only; sled cannot).
     pub read_only_files: bool,
+    /// The store lives in files of its directory (the hostile-file cases damage them).
+    pub files: bool,
 }
 
 /// Creates engines of one backend for the suite.

@@ -14,6 +14,7 @@ pub mod factories;
 pub mod factory;
 pub mod harness;
 pub mod hostile;
+pub mod hostile_input;
 mod macros;
 pub mod scale;
 pub mod skip;

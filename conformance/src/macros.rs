@@ -54,6 +54,7 @@ macro_rules! for_each_case {
             // corruption
             corrupt_value_lookup_names_key [RawInjection] "lookup of an undecodable value is Error::Corrupt naming the key",
             reclaim_keeps_and_counts_corrupt [RawInjection] "reclaim keeps and counts undecodable values",
+            damaged_entries_are_never_served [RawInjection] "a format-2 entry with any byte damaged, or stored under another key, is Corrupt (checksum mismatch); a tag at or above the applied end is Corrupt; format-1 entries still read",
             // the offset-index sweeper
             sweep_visits_only_covered_index_rows [OffsetIndex] "a sweep visits exactly the covered index rows (not the table), in bounded chunks, and drops stale rows of overwritten keys",
             purge_sweep_ignores_distance_and_drops_stale_rows [OffsetIndex] "a purge sweep ignores the retention distance, drops stale index rows, keeps the newer tombstone and never passes W",
@@ -81,6 +82,11 @@ macro_rules! for_each_case {
             verify_finds_tags_at_or_above_applied_end [RawInjection] "verify finds every entry tagged at or above the applied end, and nothing else",
             verify_reports_lagging_watermark_without_damage [] "W above the applied end (an adopted lake end) is reported, not counted as damage",
             verify_finds_index_damage [OffsetIndex] "verify finds unparsable index rows, index rows without their data, and data rows without their index row",
+            // damage and rollback detection
+            high_water_record_refuses_rollback [Files] "the high-water record follows advance, adopt, flush and close; a store below it is RolledBack and a damaged record Damaged in every open mode; a deleted one is recorded again",
+            // hostile files
+            hostile_files_after_clean_close [Files] "each file of a cleanly closed store deleted, truncated, zeroed or overwritten: the open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported as Corrupt; never a panic, an abort, an older state or a wrong value",
+            hostile_files_after_crash [Files] "the same for a store whose writer died without closing: a clear error, or a state between its high-water record and its last acknowledged write, every entry right for it or reported",
             // concurrency and the model
             concurrent_apply_reclaim_lookup [] "writer, watermark-advancing reclaimer and readers at once: nothing uncovered lost, no older version seen",
             model_based [] "proptest: random apply / advance / adopt / reclaim / reopen / lookup sequences match MemoryEngine step by step",

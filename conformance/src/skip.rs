@@ -17,6 +17,8 @@ pub enum Need {
     OffsetIndex,
     /// Opens follow the open mode ([`Capabilities::open_existing`]).
     OpenExisting,
+    /// The store lives in files of its directory ([`Capabilities::files`]).
+    Files,
 }
 
 impl Need {
@@ -28,6 +30,7 @@ impl Need {
             Need::RawInjection => caps.raw_injection,
             Need::OffsetIndex => caps.offset_index,
             Need::OpenExisting => caps.open_existing,
+            Need::Files => caps.files,
         }
     }
 
@@ -39,6 +42,7 @@ impl Need {
             Need::RawInjection => "backend cannot store raw (corrupt) bytes",
             Need::OffsetIndex => "backend does not reclaim by sweeping an offset index",
             Need::OpenExisting => "backend has no existing store to open (nothing persists)",
+            Need::Files => "backend keeps no files to damage",
         }
     }
 }

@@ -53,6 +53,7 @@ impl EngineFactory for ReopenableMemoryFactory {
             offset_index: false,
             open_existing: false,
             read_only_files: false,
+            files: false,
         }
     }
 
@@ -256,6 +257,7 @@ impl EngineFactory for MutantFactory {
             offset_index: false,
             open_existing: false,
             read_only_files: false,
+            files: false,
         }
     }
 

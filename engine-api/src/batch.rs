@@ -76,8 +76,8 @@ impl Record {
     /// The record encoded in the stored value format.
     pub fn encoded_value(&self) -> Vec<u8> {
         match self {
-            Record::Put { value, offset, .. } => crate::codec::encode_value(*offset, value),
-            Record::Delete { offset, .. } => crate::codec::encode_tombstone(*offset).to_vec(),
+            Record::Put { key, value, offset } => crate::codec::encode_value(key, *offset, value),
+            Record::Delete { key, offset } => crate::codec::encode_tombstone(key, *offset).to_vec(),
         }
     }
 }

@@ -404,7 +404,10 @@ mod tests {
         let rows = t.record_writes(&writes);
         assert_eq!((t.runs(), rows.len()), (2, 2));
         assert_eq!(t.below(10).entries, 10, "exact, not the whole commit");
-        assert_eq!(t.below(10).bytes, 10 * (1 + 9 + 4));
+        assert_eq!(
+            t.below(10).bytes,
+            10 * (1 + crate::codec::HEADER_LEN as u64 + 4)
+        );
         assert_eq!(t.total().entries, 11);
     }
 

@@ -92,6 +92,40 @@ pub enum Error {
         /// What is missing there.
         reason: String,
     },
+    /// The store's own files are missing or unusable although the directory says a store lived
+    /// there: its high-water record exists but the engine's files are missing, empty or zeroed,
+    /// or the high-water record itself cannot be read. Refused in every open mode (never opened
+    /// as a new, empty store); nothing was created or changed.
+    #[error("damaged store at {path}: {reason}")]
+    Damaged {
+        /// The bucket directory.
+        path: PathBuf,
+        /// What is missing or damaged (naming the file).
+        reason: String,
+    },
+    /// The engine restored an older state than the store's durable high-water record says it
+    /// had reached (its watermark or applied end is below the record): the engine lost
+    /// acknowledged state, for example to a truncated or damaged log. Refused rather than
+    /// served; nothing was changed.
+    #[error(
+        "store at {path} reopened older than it was: restored W = {watermark}, applied end \
+         {applied_end}, but its high-water record {file} says W = {recorded_watermark}, applied \
+         end {recorded_applied_end}"
+    )]
+    RolledBack {
+        /// The bucket directory.
+        path: PathBuf,
+        /// The high-water record's file name.
+        file: &'static str,
+        /// `W` the engine restored.
+        watermark: u64,
+        /// The applied end the engine restored.
+        applied_end: u64,
+        /// `W` the record holds.
+        recorded_watermark: u64,
+        /// The applied end the record holds.
+        recorded_applied_end: u64,
+    },
     /// The store was opened read-only ([`OpenMode::ReadOnly`](crate::options::OpenMode::ReadOnly)):
     /// writes, watermark changes, reclaims and flushes are refused, and nothing was changed.
     #[error("store {path} is open read-only: {operation} refused")]

@@ -63,8 +63,8 @@ pub fn read_marker(dir: &Path) -> Result<Marker> {
         }
         Err(e) => return Err(Error::Io(e)),
     }
-    match fs::read_to_string(dir.join(MARKER_FILE)) {
-        Ok(text) => parse_marker(dir, &text),
+    match fs::read(dir.join(MARKER_FILE)) {
+        Ok(bytes) => parse_marker(dir, &bytes),
         Err(e) if e.kind() == ErrorKind::NotFound => match foreign_entries(dir)? {
             Some(found) => Err(unmarked(dir, &found)),
             None => Err(no_store(&format!(
@@ -91,22 +91,73 @@ pub fn check_directory(dir: &Path, backend: &'static str) -> Result<()> {
     read_marker(dir)?.check(dir, backend)
 }
 
-/// For an open of an existing store: [`Error::NoStore`] when `path`, the engine's own file or
-/// directory (`what`) inside the marked directory `dir`, is missing. A crash between writing the
-/// marker and creating the engine's files leaves such a directory; an open that must not create
-/// anything refuses it rather than let the engine create its files.
-pub fn require_engine_files(dir: &Path, path: &Path, what: &str) -> Result<()> {
+/// How much of an engine file's start is read to tell a blank (zeroed) file: every engine's
+/// header (redb's magic, sled's first segment header, RocksDB's `CURRENT` line) lies within it.
+const BLANK_PROBE_BYTES: usize = 4096;
+
+/// Checks the engine's own file or directory `path` (`what` names it in errors) inside the
+/// marked directory `dir` before the engine opens it, so that an engine never silently creates
+/// a new, empty store where one lived:
+///
+/// - missing, when `store_existed` (the directory holds a high-water record): [`Error::Damaged`],
+///   in every mode;
+/// - missing otherwise (a crash between writing the marker and creating the engine's files):
+///   fine when `mode` creates, [`Error::NoStore`] when it does not (nothing is created);
+/// - a file that is empty or whose first 4 KiB are all zero, when `store_existed`:
+///   [`Error::Damaged`] (no engine writes such a file once it holds a store).
+pub fn check_engine_file(
+    dir: &Path,
+    path: &Path,
+    what: &str,
+    mode: OpenMode,
+    store_existed: bool,
+) -> Result<()> {
+    let damaged = |problem: &str| Error::Damaged {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "its high-water record says a store lives here, but the {what} {} {problem}",
+            path.display()
+        ),
+    };
     match fs::metadata(path) {
+        Ok(meta) if meta.is_file() && store_existed => match blank(path)? {
+            Some(problem) => Err(damaged(problem)),
+            None => Ok(()),
+        },
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStore {
-            path: dir.to_path_buf(),
-            reason: format!(
-                "it has a {MARKER_FILE} marker but no {what} ({} is missing)",
-                path.display()
-            ),
-        }),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if store_existed {
+                Err(damaged("is missing"))
+            } else if mode.creates() {
+                Ok(())
+            } else {
+                Err(Error::NoStore {
+                    path: dir.to_path_buf(),
+                    reason: format!(
+                        "it has a {MARKER_FILE} marker but no {what} ({} is missing)",
+                        path.display()
+                    ),
+                })
+            }
+        }
         Err(e) => Err(Error::Io(e)),
     }
+}
+
+/// `Some(problem)` when the file at `path` is empty or starts with [`BLANK_PROBE_BYTES`] zeros.
+fn blank(path: &Path) -> Result<Option<&'static str>> {
+    use std::io::Read;
+    let mut probe = Vec::with_capacity(BLANK_PROBE_BYTES);
+    fs::File::open(path)?
+        .take(BLANK_PROBE_BYTES as u64)
+        .read_to_end(&mut probe)?;
+    Ok(if probe.is_empty() {
+        Some("is empty")
+    } else if probe.iter().all(|&b| b == 0) {
+        Some("is zeroed")
+    } else {
+        None
+    })
 }
 
 /// Creates `dir` when missing and checks (or, for an empty directory, writes) its marker.
@@ -116,14 +167,20 @@ pub fn require_engine_files(dir: &Path, path: &Path, what: &str) -> Result<()> {
 /// directory holds files but no marker (or an unreadable one).
 pub fn claim_directory(dir: &Path, backend: &'static str) -> Result<()> {
     fs::create_dir_all(dir)?;
-    match fs::read_to_string(dir.join(MARKER_FILE)) {
-        Ok(text) => parse_marker(dir, &text)?.check(dir, backend),
+    match fs::read(dir.join(MARKER_FILE)) {
+        Ok(bytes) => parse_marker(dir, &bytes)?.check(dir, backend),
         Err(e) if e.kind() == ErrorKind::NotFound => match foreign_entries(dir)? {
             Some(found) => Err(unmarked(dir, &found)),
             None => write_marker(dir, backend),
         },
         Err(e) => Err(Error::Io(e)),
     }
+}
+
+/// Rewrites the marker of `dir` (a store of `backend` being upgraded) with this build's
+/// [`FORMAT_VERSION`], atomically.
+pub fn upgrade_marker(dir: &Path, backend: &'static str) -> Result<()> {
+    write_marker(dir, backend)
 }
 
 /// The first few entries of `dir` (sorted), `None` when it is empty.
@@ -147,7 +204,11 @@ fn unmarked(dir: &Path, found: &str) -> Error {
     }
 }
 
-fn parse_marker(dir: &Path, text: &str) -> Result<Marker> {
+fn parse_marker(dir: &Path, bytes: &[u8]) -> Result<Marker> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::ForeignDirectory {
+        path: dir.to_path_buf(),
+        reason: format!("its {MARKER_FILE} marker is not text (damaged?)"),
+    })?;
     let field = |name: &str| {
         text.lines()
             .filter_map(|l| l.split_once('='))
@@ -205,6 +266,12 @@ mod tests {
         fs::write(tmp.path().join("CURRENT"), "x").unwrap();
         let err = claim_directory(tmp.path(), "sled").unwrap_err();
         assert!(err.to_string().contains("CURRENT"), "{err}");
+
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join(MARKER_FILE), b"backend=sl\xffed\n").unwrap();
+        let err = claim_directory(tmp.path(), "sled").unwrap_err();
+        assert!(matches!(err, Error::ForeignDirectory { .. }), "{err}");
+        assert!(err.to_string().contains(MARKER_FILE), "{err}");
 
         let tmp = tempfile::tempdir().unwrap();
         fs::write(tmp.path().join(MARKER_FILE), "backend=sled\nformat=9\n").unwrap();
@@ -267,9 +334,52 @@ mod tests {
             check_directory(&claimed, "redb"),
             Err(Error::WrongBackend { .. })
         ));
-        let err = require_engine_files(&claimed, &claimed.join("db"), "sled database").unwrap_err();
+        let db = claimed.join("db");
+        let err = check_engine_file(&claimed, &db, "sled database", OpenMode::MustExist, false)
+            .unwrap_err();
         assert!(matches!(err, Error::NoStore { .. }), "{err}");
         assert!(err.to_string().contains("sled database"), "{err}");
         assert_eq!(listing(&claimed), [MARKER_FILE]);
+        check_engine_file(
+            &claimed,
+            &db,
+            "sled database",
+            OpenMode::CreateIfMissing,
+            false,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_recorded_store_without_its_engine_file_is_damaged_in_every_mode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        claim_directory(dir, "redb").unwrap();
+        let file = dir.join("bucket.redb");
+        let modes = [
+            OpenMode::CreateIfMissing,
+            OpenMode::MustExist,
+            OpenMode::ReadOnly,
+        ];
+        let assert_damaged = |needle: &str| {
+            for mode in modes {
+                let err =
+                    check_engine_file(dir, &file, "redb database file", mode, true).unwrap_err();
+                assert!(matches!(err, Error::Damaged { .. }), "{err}");
+                assert!(err.to_string().contains(needle), "{err}");
+                assert!(err.to_string().contains("bucket.redb"), "{err}");
+            }
+        };
+        assert_damaged("is missing");
+        fs::write(&file, b"").unwrap();
+        assert_damaged("is empty");
+        fs::write(&file, vec![0u8; 10_000]).unwrap();
+        assert_damaged("is zeroed");
+        let mut header = vec![0u8; 10_000];
+        header[4095] = 1;
+        fs::write(&file, header).unwrap();
+        for mode in modes {
+            check_engine_file(dir, &file, "redb database file", mode, true).unwrap();
+        }
     }
 }

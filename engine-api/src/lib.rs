@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod budget;
 pub mod codec;
+pub mod contain;
 pub mod covered;
 pub mod disk;
 pub mod engine;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
-use crate::batch::{Record, WriteBatch, validate_key};
+use crate::batch::{WriteBatch, validate_key};
 use crate::codec::{self, Decoded};
 use crate::covered::CoveredRuns;
 use crate::engine::Engine;
@@ -144,11 +144,9 @@ impl Engine for MemoryEngine {
         let mut state = self.write()?;
         let plan = plan_apply(batch, state.watermark, state.applied_end)?;
         for record in &plan.writes {
-            let stored = match record {
-                Record::Put { value, offset, .. } => codec::encode_value(*offset, value),
-                Record::Delete { offset, .. } => codec::encode_tombstone(*offset).to_vec(),
-            };
-            state.data.insert(record.key().to_vec(), stored);
+            state
+                .data
+                .insert(record.key().to_vec(), record.encoded_value());
         }
         state.applied_end = plan.outcome.applied_end;
         let _rows = state.covered.record_writes(&plan.writes);
@@ -160,7 +158,11 @@ impl Engine for MemoryEngine {
         validate_key(key)?;
         let state = self.read()?;
         match state.data.get(key) {
-            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, bytes)?)),
+            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode_applied(
+                key,
+                bytes,
+                state.applied_end,
+            )?)),
             None => Ok(LocalLookup::Miss),
         }
     }

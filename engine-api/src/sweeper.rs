@@ -226,7 +226,7 @@ mod tests {
         fn put(&self, key: &[u8], offset: u64) {
             self.data
                 .borrow_mut()
-                .insert(key.to_vec(), codec::encode_value(offset, b"v"));
+                .insert(key.to_vec(), codec::encode_value(key, offset, b"v"));
             self.index.borrow_mut().insert(index_key(offset, key), ());
         }
     }

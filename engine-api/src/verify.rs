@@ -307,8 +307,8 @@ mod tests {
 
     fn data() -> BTreeMap<Vec<u8>, Vec<u8>> {
         let mut data = BTreeMap::new();
-        data.insert(b"a".to_vec(), codec::encode_value(1, b"x"));
-        data.insert(b"b".to_vec(), codec::encode_tombstone(4).to_vec());
+        data.insert(b"a".to_vec(), codec::encode_value(b"a", 1, b"x"));
+        data.insert(b"b".to_vec(), codec::encode_tombstone(b"b", 4).to_vec());
         data
     }
 
@@ -346,8 +346,8 @@ mod tests {
     fn each_kind_of_damage_is_found_with_its_key() {
         let mut data = data();
         data.insert(b"bad".to_vec(), vec![0xee]);
-        data.insert(b"future".to_vec(), codec::encode_value(9, b""));
-        data.insert(b"lost".to_vec(), codec::encode_value(2, b""));
+        data.insert(b"future".to_vec(), codec::encode_value(b"future", 9, b""));
+        data.insert(b"lost".to_vec(), codec::encode_value(b"lost", 2, b""));
         let index = vec![
             index_key(1, b"a"),
             index_key(4, b"b"),

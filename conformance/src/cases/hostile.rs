@@ -1,44 +1,237 @@
-//! Hostile input as a property test: the inputs of the `apply` fuzz target, on stable.
+//! Hostile files: every file of a written store is deleted, truncated, zeroed or overwritten in
+//! turn, and the damaged copy is opened (in the default `CreateIfMissing` mode) and read in
+//! full in a child process. The open must be a clear error, or the store must read back a state
+//! no older than its high-water record with every entry either exactly right or reported as
+//! damaged; never a panic, an abort, a silently older state or a wrong value.
 
-use proptest::collection::vec;
-use proptest::prelude::*;
-use proptest::test_runner::{Config, TestError, TestRunner};
+use std::collections::BTreeMap;
+use std::path::Path;
 
-use crate::cases::model::{CASES_ENV, configured_cases};
-use crate::hostile::{run_against_reference, steps};
-use crate::{EngineFactory, Harness};
+use engine_api::rng::SplitMix64;
+use engine_api::{Engine, EngineOptions, Error, LocalLookup};
 
-/// Steps read from one input at most (a fuzz input may be long).
-const MAX_STEPS: usize = 64;
+use crate::EngineFactory;
+use crate::hostile::workload::acceptable;
+use crate::hostile::{self, Damage, Workload, child};
+use crate::skip::notice;
 
-/// Random bytes read as batches (keys and values of any length around the limits, offsets that
-/// jump, repeat, go backwards or reach `u64::MAX`), watermark requests and reclaims: every
-/// outcome and every key agree with [`engine_api::MemoryEngine`], and nothing panics.
-pub fn hostile_batches_match_the_reference<F: EngineFactory>(factory: F) {
-    let factory = std::sync::Arc::new(factory);
-    let cases = configured_cases();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&vec(any::<u8>(), 0..768), |data| {
-        let harness = Harness::shared(std::sync::Arc::clone(&factory), Default::default());
-        run_against_reference(harness.engine(), &steps(&data, MAX_STEPS))
-            .map_err(proptest::test_runner::TestCaseError::fail)
-    });
-    match result {
-        Ok(()) => crate::skip::notice(&format!(
-            "PROPTEST {}::hostile_batches_match_the_reference: {cases} inputs passed \
-             (set {CASES_ENV} to change)",
-            F::NAME
-        )),
-        Err(TestError::Fail(reason, data)) => panic!(
-            "{}::hostile_batches_match_the_reference failed: {reason}\nminimal input ({} bytes): \
-             {data:?}",
-            F::NAME,
-            data.len()
-        ),
-        Err(TestError::Abort(reason)) => panic!("aborted: {reason}"),
+/// How the writer of the store ended before the damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Dropped: a clean close (flushed; the high-water record holds the final state).
+    Close,
+    /// The process exited without closing (no destructor ran): the record holds the last
+    /// watermark advance, and the engine's log holds the acknowledged writes after it.
+    Crash,
+}
+
+/// Damages each file of a cleanly closed store in each way; each damaged copy opens to a clear
+/// error or to exactly the state it was closed with (damaged entries reported as such).
+pub fn hostile_files_after_clean_close<F: EngineFactory>(factory: F) {
+    hostile_files(factory, Ending::Close);
+}
+
+/// The same for a store whose writer process died without closing (`sync_writes`): each damaged
+/// copy opens to a clear error or to a state between its last high-water record and its last
+/// acknowledged write, every entry right for that state or reported as damaged.
+pub fn hostile_files_after_crash<F: EngineFactory>(factory: F) {
+    hostile_files(factory, Ending::Crash);
+}
+
+fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
+    if let Some(step) = child::current_step() {
+        serve(&factory, &step, ending);
+        return;
     }
+    let seed = hostile::seed();
+    let case = match ending {
+        Ending::Close => "hostile_files_after_clean_close",
+        Ending::Crash => "hostile_files_after_crash",
+    };
+    notice(&format!(
+        "SEED {}::{case}: {seed} (rerun with {}={seed})",
+        F::NAME,
+        child::SEED_VAR
+    ));
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("tidemark-hostile-{}-", F::NAME))
+        .tempdir()
+        .unwrap();
+    let template = scratch.path().join("template");
+    match ending {
+        Ending::Close => {
+            let engine = factory.open(&template, EngineOptions::default()).unwrap();
+            Workload::new(seed).run(&engine);
+        }
+        Ending::Crash => {
+            let populated = expect_success(child::run("populate-crash", &template, seed));
+            assert_eq!(populated, "populated");
+        }
+    }
+
+    let mut rng = SplitMix64::new(seed);
+    let mut tally: BTreeMap<String, u64> = BTreeMap::new();
+    let undamaged = open_in_child(&scratch.path().join("undamaged"), &template, seed, |_| {
+        Ok(())
+    });
+    assert!(
+        undamaged.starts_with("opened"),
+        "{}: the undamaged store must open: {undamaged}",
+        F::NAME
+    );
+    let mut runs = 0;
+    for (rel, is_dir) in hostile::damage::store_entries(&template) {
+        for damage in Damage::ALL {
+            if is_dir && !damage.applies_to_dirs() {
+                continue;
+            }
+            runs += 1;
+            let copy = scratch.path().join(format!("case-{runs}"));
+            let outcome = open_in_child(&copy, &template, seed, |dir| {
+                damage.apply(&dir.join(&rel), &mut rng)
+            });
+            let kind = outcome.split(':').next().unwrap_or("").to_owned();
+            *tally.entry(kind).or_default() += 1;
+            notice(&format!(
+                "HOSTILE {}::{case} {} {}: {outcome}",
+                F::NAME,
+                rel.display(),
+                damage.name()
+            ));
+            let _ = std::fs::remove_dir_all(&copy);
+        }
+    }
+    notice(&format!(
+        "HOSTILE {}::{case}: {runs} damaged opens, outcomes {tally:?} (seed {seed})",
+        F::NAME
+    ));
+    assert!(runs >= 6, "{}: the store has no files to damage", F::NAME);
+}
+
+/// Copies `template` to `copy`, damages it with `damage` and opens it in a child; returns the
+/// child's outcome (failing the case when the child failed or reported nothing).
+fn open_in_child(
+    copy: &Path,
+    template: &Path,
+    seed: u64,
+    damage: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> String {
+    hostile::damage::copy_tree(template, copy);
+    damage(copy).unwrap();
+    expect_success(child::run("open", copy, seed))
+}
+
+#[track_caller]
+fn expect_success(run: child::ChildRun) -> String {
+    match (run.success, run.outcome) {
+        (true, Some(outcome)) => outcome,
+        _ => panic!("the child failed or reported nothing:\n{}", run.transcript),
+    }
+}
+
+/// The child's side: one step on the store at `step.dir`, reported on stdout.
+fn serve<F: EngineFactory>(factory: &F, step: &child::ChildStep, ending: Ending) {
+    let workload = Workload::new(step.seed);
+    match step.step.as_str() {
+        "populate-crash" => {
+            let engine = factory.open(&step.dir, EngineOptions::default()).unwrap();
+            workload.run(&engine);
+            child::report("populated");
+            // No destructor runs: the store is left as a killed writer leaves it.
+            std::process::exit(0);
+        }
+        "open" => child::report(&open_and_read(factory, &step.dir, &workload, ending)),
+        other => panic!("unknown hostile step {other:?}"),
+    }
+}
+
+/// Opens the damaged store and reads every key of the workload and every row (`verify`),
+/// asserting what the case promises; returns a one-line outcome.
+fn open_and_read<F: EngineFactory>(
+    factory: &F,
+    dir: &Path,
+    workload: &Workload,
+    ending: Ending,
+) -> String {
+    let engine = match factory.open(dir, EngineOptions::default()) {
+        Ok(engine) => engine,
+        Err(e) => {
+            let kind = refusal_kind(&e).unwrap_or_else(|| {
+                panic!("{}: open failed with an unexpected error: {e:?}", F::NAME)
+            });
+            return format!("refused {kind}: {e}");
+        }
+    };
+    let (watermark, applied_end) = (engine.watermark(), engine.applied_end());
+    let recorded = match ending {
+        Ending::Close => workload.final_state,
+        Ending::Crash => workload.last_advance,
+    };
+    let written = workload.final_state;
+    assert!(
+        watermark >= recorded.0 && applied_end >= recorded.1,
+        "{}: silently reopened older than its high-water record: W {watermark}, applied end \
+         {applied_end}, recorded {recorded:?}",
+        F::NAME
+    );
+    assert!(
+        watermark <= written.0 && applied_end <= written.1,
+        "{}: reopened newer than anything written: W {watermark}, applied end {applied_end}, \
+         written {written:?}",
+        F::NAME
+    );
+    let mut reported = 0;
+    for (key, expected) in workload.state_at(applied_end) {
+        match engine.lookup(&key) {
+            Ok(got) => assert!(
+                acceptable(expected.as_ref(), &got, watermark),
+                "{}: key {} read {}, expected {} (W {watermark}, applied end {applied_end})",
+                F::NAME,
+                String::from_utf8_lossy(&key),
+                brief(Some(&got)),
+                brief(expected.as_ref())
+            ),
+            Err(e) if refusal_kind(&e).is_some() => reported += 1,
+            Err(e) => panic!("{}: lookup of {key:?} failed unexpectedly: {e:?}", F::NAME),
+        }
+    }
+    let verified = match engine.verify() {
+        Ok(report) => format!("verify found {} damaged", report.damaged()),
+        Err(e) if refusal_kind(&e).is_some() => format!("verify refused: {e}"),
+        Err(e) => panic!("{}: verify failed unexpectedly: {e:?}", F::NAME),
+    };
+    format!(
+        "opened: W {watermark}, applied end {applied_end}, {reported} entries reported damaged, \
+         {verified}"
+    )
+}
+
+/// A lookup result without its bytes (values are kilobytes), for failure messages.
+fn brief(lookup: Option<&LocalLookup>) -> String {
+    match lookup {
+        None => "nothing (never written below the applied end)".to_owned(),
+        Some(LocalLookup::Value { offset, bytes }) => {
+            format!("a value at {offset} ({} bytes)", bytes.len())
+        }
+        Some(LocalLookup::Tombstone { offset }) => format!("a tombstone at {offset}"),
+        Some(LocalLookup::Miss) => "a miss".to_owned(),
+    }
+}
+
+/// The kind of a clear refusal: an error that names the damaged file or entry or says what is
+/// wrong. `None` for errors that would mean a bug (a panicked task, a poisoned lock, ...).
+fn refusal_kind(e: &Error) -> Option<&'static str> {
+    let kind = match e {
+        Error::Corrupt { .. } => "Corrupt",
+        Error::Damaged { .. } => "Damaged",
+        Error::RolledBack { .. } => "RolledBack",
+        Error::Backend { .. } => "Backend",
+        Error::Io(_) => "Io",
+        Error::ForeignDirectory { .. } => "ForeignDirectory",
+        Error::WrongBackend { .. } => "WrongBackend",
+        Error::UnsupportedFormat { .. } => "UnsupportedFormat",
+        Error::NoStore { .. } => "NoStore",
+        _ => return None,
+    };
+    (!e.to_string().is_empty()).then_some(kind)
 }

@@ -121,9 +121,12 @@ pub fn verify_finds_tags_at_or_above_applied_end<F: EngineFactory>(factory: F) {
     let e = h.engine();
     write_sample(e);
     let end = e.applied_end();
-    h.inject_raw(b"at-end", &codec::encode_value(end, b"x"));
-    h.inject_raw(b"far", &codec::encode_tombstone(end + 100));
-    h.inject_raw(b"just-below", &codec::encode_value(end - 1, b"x"));
+    h.inject_raw(b"at-end", &codec::encode_value(b"at-end", end, b"x"));
+    h.inject_raw(b"far", &codec::encode_tombstone(b"far", end + 100));
+    h.inject_raw(
+        b"just-below",
+        &codec::encode_value(b"just-below", end - 1, b"x"),
+    );
     let r = verify_twice(e);
     assert_eq!(
         found(&r),

@@ -21,6 +21,7 @@ impl EngineFactory for MemoryFactory {
             offset_index: false,
             open_existing: false,
             read_only_files: false,
+            files: false,
         }
     }
 

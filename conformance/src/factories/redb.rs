@@ -25,6 +25,7 @@ impl EngineFactory for RedbFactory {
             offset_index: true,
             open_existing: true,
             read_only_files: true,
+            files: true,
         }
     }
 

@@ -26,6 +26,7 @@ impl EngineFactory for RocksDbFactory {
             offset_index: false,
             open_existing: true,
             read_only_files: true,
+            files: true,
         }
     }
 

@@ -25,6 +25,7 @@ impl EngineFactory for SledFactory {
             offset_index: true,
             open_existing: true,
             read_only_files: false,
+            files: true,
         }
     }
 

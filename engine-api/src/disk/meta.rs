@@ -78,12 +78,16 @@ pub struct RestoredMeta {
     /// Whether the store was new: it held no metadata and no data, so the caller writes the
     /// format version.
     pub fresh: bool,
+    /// The stored format version (0 for a new store); a writable open upgrades one below
+    /// [`FORMAT_VERSION`].
+    pub format: u64,
 }
 
 /// Checks the stored metadata of the store at `path`.
 ///
-/// A format version this build does not know is [`Error::UnsupportedFormat`], so a newer build's
-/// store is never misread. A store with a watermark, an applied end or data rows but no format
+/// A format version this build does not know (0, or above [`FORMAT_VERSION`]) is
+/// [`Error::UnsupportedFormat`], so a newer build's store is never misread; every version from
+/// 1 up is read. A store with a watermark, an applied end or data rows but no format
 /// version was damaged (or written by something else) and is [`Error::Corrupt`].
 pub fn restore(
     path: &Path,
@@ -113,6 +117,7 @@ pub fn restore(
         watermark: watermark.unwrap_or(0),
         applied_end: applied_end.unwrap_or(0),
         fresh,
+        format: format.unwrap_or(0),
     })
 }
 
@@ -143,14 +148,17 @@ mod tests {
     fn restore_tells_fresh_known_newer_and_damaged_stores_apart() {
         let p = Path::new("/x");
         assert!(restore(p, None, None, None, false).is_ok_and(|r| r.fresh));
-        assert_eq!(
-            restore(p, Some(1), Some(3), Some(5), true).ok(),
-            Some(RestoredMeta {
-                watermark: 3,
-                applied_end: 5,
-                fresh: false
-            })
-        );
+        for format in [1, 2] {
+            assert_eq!(
+                restore(p, Some(format), Some(3), Some(5), true).ok(),
+                Some(RestoredMeta {
+                    watermark: 3,
+                    applied_end: 5,
+                    fresh: false,
+                    format,
+                })
+            );
+        }
         assert!(matches!(
             restore(p, Some(9), None, None, false),
             Err(Error::UnsupportedFormat { found: 9, .. })

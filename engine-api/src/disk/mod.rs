@@ -7,17 +7,19 @@
 //! durable, restoring and checking the metadata at open, the counters, and report and statistics
 //! assembly. A backend supplies only how to store (see [`Storage`]).
 
+pub mod high_water;
 pub mod meta;
 mod storage;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::batch::{WriteBatch, validate_key};
 use crate::codec;
+use crate::contain::contained;
 use crate::covered::{self, CoveredRuns};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -30,6 +32,7 @@ use crate::sync;
 use crate::verify::{Verifier, VerifyReport};
 use crate::watermark::{ProgressCell, reclaim_threshold};
 
+pub use high_water::HighWater;
 pub use meta::MetaKey;
 pub use storage::{LiveEntries, ReclaimRequest, ReclaimWork, Storage};
 
@@ -39,15 +42,33 @@ pub struct StorageInit<'a> {
     /// The bucket directory (already claimed with the backend's marker, or checked to hold one
     /// when the open mode does not create).
     pub dir: &'a Path,
-    /// The options the engine is opened with. A storage follows `options.open_mode`: it creates
-    /// its files only when the mode creates (otherwise missing files are
-    /// [`Error::NoStore`](crate::Error::NoStore), see [`layout::require_engine_files`]) and
-    /// opens them read-only where its engine can when the mode does not write.
+    /// The options the engine is opened with. A storage follows `options.open_mode`: it
+    /// checks its files with [`StorageInit::require_engine_file`] before its engine may create
+    /// them, and opens them read-only where its engine can when the mode does not write.
     pub options: &'a EngineOptions,
+    /// The directory's high-water record, when it has one: a store lived here, so its engine
+    /// files must be there.
+    pub recorded: Option<HighWater>,
     /// The engine's published watermark, for readers outside the engine (a compaction filter's
     /// supplier). It holds the restored `W` once the engine is open; it only ever holds durable
     /// values.
     pub watermark: Arc<AtomicU64>,
+}
+
+impl StorageInit<'_> {
+    /// Checks the engine's main file (or directory) `path`, named `what` in errors, before the
+    /// engine opens it ([`layout::check_engine_file`]): missing or blank when the directory has
+    /// a high-water record is [`Error::Damaged`]; missing otherwise is created only when the
+    /// open mode creates ([`Error::NoStore`] otherwise).
+    pub fn require_engine_file(&self, path: &Path, what: &str) -> Result<()> {
+        layout::check_engine_file(
+            self.dir,
+            path,
+            what,
+            self.options.open_mode,
+            self.recorded.is_some(),
+        )
+    }
 }
 
 /// The [`Engine`] contract over a backend's [`Storage`].
@@ -68,6 +89,13 @@ pub struct DiskEngine<S: Storage> {
     /// Covered entries and bytes, kept incrementally and persisted with the commits (see
     /// [`crate::covered`]).
     covered: Mutex<CoveredRuns>,
+    /// The last high-water record written (or found at open); its lock also serialises the
+    /// writes of the record file.
+    high_water: Mutex<HighWater>,
+    /// At least `1 +` every tag stored: raised *before* a commit can make a write visible, so a
+    /// lookup that reads the bound after the value never sees a tag above it unless the entry
+    /// is damaged (the applied end itself is published only after the commit).
+    tag_bound: AtomicU64,
     counters: EngineCounters,
 }
 
@@ -98,11 +126,24 @@ impl<S: Storage> DiskEngine<S> {
         options: EngineOptions,
         open: impl FnOnce(StorageInit<'_>) -> Result<S>,
     ) -> Result<Self> {
+        // An engine that panics on its own damaged files fails the open with an error.
+        contained(S::BACKEND, "open", || {
+            Self::open_contained(dir, options, open)
+        })
+    }
+
+    fn open_contained(
+        dir: &Path,
+        options: EngineOptions,
+        open: impl FnOnce(StorageInit<'_>) -> Result<S>,
+    ) -> Result<Self> {
         layout::open_directory(dir, S::BACKEND, options.open_mode)?;
+        let recorded = high_water::read(dir)?;
         let progress = ProgressCell::default();
         let storage = open(StorageInit {
             dir,
             options: &options,
+            recorded,
             watermark: progress.watermark_handle(),
         })?;
         let read = |key: MetaKey| -> Result<Option<u64>> {
@@ -118,18 +159,33 @@ impl<S: Storage> DiskEngine<S> {
             read(MetaKey::AppliedEnd)?,
             storage.holds_data()?,
         )?;
-        if restored.fresh && options.open_mode.writes() {
+        let reached = HighWater {
+            watermark: restored.watermark,
+            applied_end: restored.applied_end,
+        };
+        if let Some(record) = &recorded {
+            record.check(dir, &reached)?;
+        }
+        let writes = options.open_mode.writes();
+        if writes && restored.format < u64::from(codec::FORMAT_VERSION) {
+            // A new store, or one an older build wrote (its entries stay readable): from here
+            // on it holds this build's format, and an older build refuses it.
+            // The marker first: a crash in between leaves the meta version to upgrade again.
+            if !restored.fresh {
+                layout::upgrade_marker(dir, S::BACKEND)?;
+            }
             storage.persist_meta(MetaKey::FormatVersion, u64::from(codec::FORMAT_VERSION))?;
+        }
+        if writes && recorded.is_none_or(|r| r != reached) {
+            // Recorded only once the engine holds it durably (a restored state may have been
+            // replayed from a log that was never synced).
+            storage.flush()?;
+            high_water::write(dir, &reached)?;
         }
         // Nothing reads the cell before `open` returns but the storage's own readers, which
         // must see the restored (durable) watermark from here on.
         progress.restore(restored.watermark, restored.applied_end);
-        let covered = restore_covered(
-            &storage,
-            dir,
-            restored.applied_end,
-            options.open_mode.writes(),
-        )?;
+        let covered = restore_covered(&storage, dir, restored.applied_end, writes)?;
         Ok(DiskEngine {
             storage,
             dir: dir.to_path_buf(),
@@ -139,8 +195,47 @@ impl<S: Storage> DiskEngine<S> {
             reclaimer: Mutex::new(()),
             last_sweep: Mutex::new(None),
             covered: Mutex::new(covered),
+            high_water: Mutex::new(recorded.unwrap_or_default().max(&reached)),
+            tag_bound: AtomicU64::new(restored.applied_end),
             counters: EngineCounters::default(),
         })
+    }
+
+    /// Writes the high-water record for `reached`, a state the storage holds durably, unless
+    /// the record already covers it (it never moves back).
+    fn record_high_water(&self, reached: HighWater) -> Result<()> {
+        let mut last = sync::lock(&self.high_water, "engine high-water record")?;
+        if last.covers(&reached) {
+            return Ok(());
+        }
+        let next = last.max(&reached);
+        high_water::write(&self.dir, &next)?;
+        *last = next;
+        Ok(())
+    }
+
+    /// The positions the engine has published (every one of them durable once the storage has
+    /// been flushed or `W` persisted).
+    fn reached(&self) -> HighWater {
+        HighWater {
+            watermark: self.progress.watermark(),
+            applied_end: self.progress.applied_end(),
+        }
+    }
+
+    /// The local lookup of `key` from its stored bytes: decoded, checksum verified, and a tag at
+    /// or above every applied end refused as [`Error::Corrupt`]. The bound is read after the
+    /// value, so a value just committed is always below it.
+    fn decode_lookup(&self, key: &[u8], stored: Option<&[u8]>) -> Result<LocalLookup> {
+        match stored {
+            Some(bytes) => {
+                let bound = self.tag_bound.load(Ordering::SeqCst);
+                Ok(LocalLookup::from_decoded(codec::decode_applied(
+                    key, bytes, bound,
+                )?))
+            }
+            None => Ok(LocalLookup::Miss),
+        }
     }
 
     /// The backend's storage (for backend diagnostics).
@@ -182,6 +277,15 @@ impl<S: Storage> DiskEngine<S> {
         self.storage.insert_raw(key, stored)
     }
 
+    /// Makes `reached.watermark` durable in the storage (with every earlier commit, so
+    /// `reached.applied_end` too), then records `reached` in the high-water record. Called under
+    /// the writer lock, so the applied end cannot move meanwhile.
+    fn persist_watermark(&self, reached: HighWater) -> Result<()> {
+        self.storage
+            .persist_meta(MetaKey::Watermark, reached.watermark)?;
+        self.record_high_water(reached)
+    }
+
     /// Refuses `operation` on a store opened read-only, or one whose storage can no longer
     /// promise durability ([`Storage::check_usable`]).
     fn check_writable(&self, operation: &'static str) -> Result<()> {
@@ -221,7 +325,9 @@ impl<S: Storage> DiskEngine<S> {
         let _reclaimer = self.lock_reclaimer()?;
         let started = Instant::now();
         let threshold = threshold_of(self.progress.watermark());
-        let work = self.storage.reclaim(ReclaimRequest { threshold, purge })?;
+        let work = contained(S::BACKEND, "reclaim", || {
+            self.storage.reclaim(ReclaimRequest { threshold, purge })
+        })?;
         let rows = self.lock_covered()?.reclaimed(threshold);
         if let Err(e) = self.storage.write_meta_rows(&rows) {
             // The reclaim itself succeeded; stale rows only make the estimate high after a
@@ -259,6 +365,25 @@ impl<S: Storage> DiskEngine<S> {
     }
 }
 
+impl<S: Storage> Drop for DiskEngine<S> {
+    /// Closes a writable store cleanly: [`Storage::close`] (RocksDB flushes its memtables, so a
+    /// clean close does not depend on its log), then the high-water record. Failures are logged:
+    /// the store then reopens from what was durable, which the record still bounds.
+    fn drop(&mut self) {
+        if !self.options.open_mode.writes() || self.storage.check_usable().is_err() {
+            return;
+        }
+        let reached = self.reached();
+        if let Err(e) = contained(S::BACKEND, "close", || {
+            self.storage.close()?;
+            self.record_high_water(reached)
+        }) {
+            tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
+                "closing the store: flush or high-water record failed");
+        }
+    }
+}
+
 impl<S: Storage> Engine for DiskEngine<S> {
     fn backend_name(&self) -> &'static str {
         S::BACKEND
@@ -275,6 +400,8 @@ impl<S: Storage> Engine for DiskEngine<S> {
             let sync = self.options.sync_writes;
             // Recorded before the commit: if the commit fails the estimate is high, never low.
             let rows = self.lock_covered()?.record_writes(&plan.writes);
+            self.tag_bound
+                .fetch_max(plan.outcome.applied_end, Ordering::SeqCst);
             self.storage
                 .commit(&plan.writes, plan.outcome.applied_end, &rows, sync)?;
             // Committed and visible: publish before `after_commit`, so memory matches storage
@@ -291,33 +418,43 @@ impl<S: Storage> Engine for DiskEngine<S> {
 
     fn lookup(&self, key: &[u8]) -> Result<LocalLookup> {
         validate_key(key)?;
-        self.storage.get(key, |stored| match stored {
-            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, bytes)?)),
-            None => Ok(LocalLookup::Miss),
+        contained(S::BACKEND, "lookup", || {
+            self.storage
+                .get(key, |stored| self.decode_lookup(key, stored))
         })
     }
 
     fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {
         validate_key(key)?;
-        self.storage.get_inline(key, |stored| match stored {
-            Some(bytes) => Ok(LocalLookup::from_decoded(codec::decode(key, bytes)?)),
-            None => Ok(LocalLookup::Miss),
+        contained(S::BACKEND, "lookup", || {
+            self.storage
+                .get_inline(key, |stored| self.decode_lookup(key, stored))
         })
     }
 
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
         self.check_writable("advance_watermark")?;
-        // Durable before the cell publishes it (and before any filter or sweep can act on it).
-        self.progress
-            .advance(w, |v| self.storage.persist_meta(MetaKey::Watermark, v))
+        // Durable before the cell publishes it (and before any filter or sweep can act on it),
+        // and recorded outside the engine once durable.
+        let applied_end = self.progress.applied_end();
+        self.progress.advance(w, |v| {
+            self.persist_watermark(HighWater {
+                watermark: v,
+                applied_end,
+            })
+        })
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
         let _writer = self.lock_writer()?;
         self.check_writable("adopt_lake_watermark")?;
+        let applied_end = self.progress.applied_end();
         self.progress.adopt(lake_end, |v| {
-            self.storage.persist_meta(MetaKey::Watermark, v)
+            self.persist_watermark(HighWater {
+                watermark: v,
+                applied_end,
+            })
         })
     }
 
@@ -340,11 +477,13 @@ impl<S: Storage> Engine for DiskEngine<S> {
 
     fn stats(&self) -> Result<EngineStats> {
         let watermark = self.progress.watermark();
-        let live = self.storage.live_entries()?;
+        let (live, bytes_on_disk) = contained(S::BACKEND, "stats", || {
+            Ok((self.storage.live_entries()?, self.storage.bytes_on_disk()?))
+        })?;
         Ok(EngineStats {
             watermark,
             applied_end: self.progress.applied_end(),
-            bytes_on_disk: self.storage.bytes_on_disk()?,
+            bytes_on_disk,
             live_entries: live.count,
             live_entries_exact: live.exact,
             covered_estimate: self.lock_covered()?.below(self.threshold()).entries,
@@ -359,7 +498,10 @@ impl<S: Storage> Engine for DiskEngine<S> {
 
     fn flush(&self) -> Result<()> {
         self.check_writable("flush")?;
-        self.storage.flush()
+        // Read before the flush: what it makes durable.
+        let reached = self.reached();
+        self.storage.flush()?;
+        self.record_high_water(reached)
     }
 
     fn verify(&self) -> Result<VerifyReport> {
@@ -372,7 +514,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
             self.progress.watermark(),
             self.progress.applied_end(),
         );
-        self.storage.verify(&mut verifier)?;
+        contained(S::BACKEND, "verify", || self.storage.verify(&mut verifier))?;
         Ok(verifier.finish())
     }
 }

@@ -123,6 +123,13 @@ pub trait Storage: Send + Sync + 'static {
     /// Makes every write returned so far durable.
     fn flush(&self) -> Result<()>;
 
+    /// Called once when a writable engine is dropped: makes everything durable so that the
+    /// store reopens without replaying a log (RocksDB flushes its memtables). The default is
+    /// [`Self::flush`].
+    fn close(&self) -> Result<()> {
+        self.flush()
+    }
+
     /// Feeds every stored data row to `verifier` (with [`Verifier::indexed_data_row`] where the
     /// storage keeps an offset index, [`Verifier::data_row`] otherwise), every offset-index row
     /// ([`Verifier::index_rows`]), and runs the engine's own checks where it offers one that only

@@ -85,7 +85,7 @@ fn plants<F: EngineFactory>() -> Vec<Plant<F>> {
         Plant {
             kind: "tag_at_or_above_applied_end",
             key: "\"future\"",
-            plant: |h| h.inject_raw(b"future", &codec::encode_value(99, b"x")),
+            plant: |h| h.inject_raw(b"future", &codec::encode_value(b"future", 99, b"x")),
         },
     ];
     if F::NAME != "rocksdb" {
