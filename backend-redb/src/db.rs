@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::Path;
 
 use engine_api::disk::StorageInit;
+use engine_api::layout::FileStart;
 use engine_api::{Error, Result};
 use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
@@ -32,7 +33,7 @@ impl RedbDb {
     pub(crate) fn open(init: &StorageInit<'_>, file: &Path, cache_bytes: usize) -> Result<Self> {
         let mode = init.options.open_mode;
         // Before redb could create a new, empty database where a store lived.
-        init.require_engine_file(file, "redb database file")?;
+        init.require_engine_file(file, "redb database file", FileStart::Header)?;
         let mut builder = Builder::new();
         builder.set_cache_size(cache_bytes);
         // redb keeps a checksum of every B-tree page but trusts a cleanly closed file; a damaged

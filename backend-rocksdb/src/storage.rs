@@ -15,6 +15,7 @@ use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
 use engine_api::disk::meta::encode_u64;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
+use engine_api::layout::FileStart;
 use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use rocksdb::{
@@ -73,7 +74,11 @@ impl RocksDbStorage {
         let db_path = init.dir.join(DB_DIR);
         let mode = init.options.open_mode;
         // Checked first: the Rust binding creates the database directory before any open.
-        init.require_engine_file(&db_path.join("CURRENT"), "RocksDB database")?;
+        init.require_engine_file(
+            &db_path.join("CURRENT"),
+            "RocksDB database",
+            FileStart::Header,
+        )?;
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,

@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::Path;
 
 use engine_api::disk::{DiskEngine, StorageInit};
+use engine_api::layout::FileStart;
 use engine_api::sweeper::SweepTotals;
 use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
 
@@ -140,7 +141,7 @@ impl SledEngine {
             let mode = init.options.open_mode;
             // sled creates a missing database; it must not where a store lived, nor for an open
             // of an existing store.
-            init.require_engine_file(&db_dir.join(SLED_DB_FILE), "sled database")?;
+            init.require_engine_file(&db_dir.join(SLED_DB_FILE), "sled database", FileStart::Log)?;
             // No flusher thread per database: the context's one thread flushes every bucket.
             let config = sled::Config::new()
                 .path(&db_dir)

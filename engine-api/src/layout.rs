@@ -103,12 +103,14 @@ const BLANK_PROBE_BYTES: usize = 4096;
 ///   in every mode;
 /// - missing otherwise (a crash between writing the marker and creating the engine's files):
 ///   fine when `mode` creates, [`Error::NoStore`] when it does not (nothing is created);
-/// - a file that is empty or whose first 4 KiB are all zero, when `store_existed`:
-///   [`Error::Damaged`] (no engine writes such a file once it holds a store).
+/// - a file that is empty, or (for a [`FileStart::Header`] file) whose first 4 KiB are all zero,
+///   when `store_existed`: [`Error::Damaged`] (no engine writes such a file once it holds a
+///   store).
 pub fn check_engine_file(
     dir: &Path,
     path: &Path,
     what: &str,
+    start: FileStart,
     mode: OpenMode,
     store_existed: bool,
 ) -> Result<()> {
@@ -120,7 +122,7 @@ pub fn check_engine_file(
         ),
     };
     match fs::metadata(path) {
-        Ok(meta) if meta.is_file() && store_existed => match blank(path)? {
+        Ok(meta) if meta.is_file() && store_existed => match blank(path, start)? {
             Some(problem) => Err(damaged(problem)),
             None => Ok(()),
         },
@@ -144,8 +146,21 @@ pub fn check_engine_file(
     }
 }
 
-/// `Some(problem)` when the file at `path` is empty or starts with [`BLANK_PROBE_BYTES`] zeros.
-fn blank(path: &Path) -> Result<Option<&'static str>> {
+/// How an engine's main file begins, which decides what counts as blank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileStart {
+    /// With a header the engine writes when it creates the file and never clears (redb's magic,
+    /// RocksDB's `CURRENT` line): leading zeros are damage.
+    Header,
+    /// With a log whose leading segments the engine may legitimately zero once they are freed
+    /// (sled): only an empty file is damage here. A zeroed log reads as an older (empty) store,
+    /// which the high-water record then refuses as [`Error::RolledBack`].
+    Log,
+}
+
+/// `Some(problem)` when the file at `path` is empty or, for a [`FileStart::Header`] file, starts
+/// with [`BLANK_PROBE_BYTES`] zeros.
+fn blank(path: &Path, start: FileStart) -> Result<Option<&'static str>> {
     use std::io::Read;
     let mut probe = Vec::with_capacity(BLANK_PROBE_BYTES);
     fs::File::open(path)?
@@ -153,7 +168,7 @@ fn blank(path: &Path) -> Result<Option<&'static str>> {
         .read_to_end(&mut probe)?;
     Ok(if probe.is_empty() {
         Some("is empty")
-    } else if probe.iter().all(|&b| b == 0) {
+    } else if start == FileStart::Header && probe.iter().all(|&b| b == 0) {
         Some("is zeroed")
     } else {
         None
@@ -335,8 +350,15 @@ mod tests {
             Err(Error::WrongBackend { .. })
         ));
         let db = claimed.join("db");
-        let err = check_engine_file(&claimed, &db, "sled database", OpenMode::MustExist, false)
-            .unwrap_err();
+        let err = check_engine_file(
+            &claimed,
+            &db,
+            "sled database",
+            FileStart::Log,
+            OpenMode::MustExist,
+            false,
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::NoStore { .. }), "{err}");
         assert!(err.to_string().contains("sled database"), "{err}");
         assert_eq!(listing(&claimed), [MARKER_FILE]);
@@ -344,6 +366,7 @@ mod tests {
             &claimed,
             &db,
             "sled database",
+            FileStart::Log,
             OpenMode::CreateIfMissing,
             false,
         )
@@ -363,8 +386,15 @@ mod tests {
         ];
         let assert_damaged = |needle: &str| {
             for mode in modes {
-                let err =
-                    check_engine_file(dir, &file, "redb database file", mode, true).unwrap_err();
+                let err = check_engine_file(
+                    dir,
+                    &file,
+                    "redb database file",
+                    FileStart::Header,
+                    mode,
+                    true,
+                )
+                .unwrap_err();
                 assert!(matches!(err, Error::Damaged { .. }), "{err}");
                 assert!(err.to_string().contains(needle), "{err}");
                 assert!(err.to_string().contains("bucket.redb"), "{err}");
@@ -379,7 +409,22 @@ mod tests {
         header[4095] = 1;
         fs::write(&file, header).unwrap();
         for mode in modes {
-            check_engine_file(dir, &file, "redb database file", mode, true).unwrap();
+            check_engine_file(
+                dir,
+                &file,
+                "redb database file",
+                FileStart::Header,
+                mode,
+                true,
+            )
+            .unwrap();
         }
+        // A log may begin with zeroed, freed segments: only an empty one is damage.
+        fs::write(&file, vec![0u8; 10_000]).unwrap();
+        check_engine_file(dir, &file, "sled database", FileStart::Log, modes[0], true).unwrap();
+        fs::write(&file, b"").unwrap();
+        let err = check_engine_file(dir, &file, "sled database", FileStart::Log, modes[0], true)
+            .unwrap_err();
+        assert!(matches!(err, Error::Damaged { .. }), "{err}");
     }
 }

@@ -23,7 +23,7 @@ use crate::contain::contained;
 use crate::covered::{self, CoveredRuns};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::layout;
+use crate::layout::{self, FileStart};
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 use crate::stats::{EngineCounters, EngineStats, Reclaimable};
@@ -60,11 +60,12 @@ impl StorageInit<'_> {
     /// engine opens it ([`layout::check_engine_file`]): missing or blank when the directory has
     /// a high-water record is [`Error::Damaged`]; missing otherwise is created only when the
     /// open mode creates ([`Error::NoStore`] otherwise).
-    pub fn require_engine_file(&self, path: &Path, what: &str) -> Result<()> {
+    pub fn require_engine_file(&self, path: &Path, what: &str, start: FileStart) -> Result<()> {
         layout::check_engine_file(
             self.dir,
             path,
             what,
+            start,
             self.options.open_mode,
             self.recorded.is_some(),
         )

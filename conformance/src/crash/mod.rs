@@ -24,20 +24,30 @@
 //! the process, not of the machine: a write the kernel accepted survives a kill even without an
 //! fsync. Power loss is not simulated here.
 //!
+//! Two variants share the stream, the kill loop and the checks: [`engine`] drives the engine
+//! directly; [`bucket`] drives a `HistoricalBucket` with the reclaim scheduler running and a lake
+//! whose committed snapshots persist in the store's directory, recovers from the lake's latest
+//! committed snapshot after each kill, replays the WAL from the offset `recover` returns, and
+//! checks every key through the bucket (lake fallback included).
+//!
 //! `TIDEMARK_CRASH_KILLS` sets the number of kills (default 30), `TIDEMARK_CRASH_SEED` the seed
 //! (default: from the clock; printed either way, so a failure can be replayed).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use engine_api::rng::SplitMix64;
-use engine_api::{Engine, EngineOptions, LocalLookup, WriteBatch};
+use engine_api::{LocalLookup, WriteBatch};
 
 use crate::child::{self, Role};
-use crate::factory::EngineFactory;
+
+pub mod bucket;
+pub mod engine;
+mod lake;
 
 /// Kills per backend by default.
 pub const DEFAULT_KILLS: u64 = 30;
@@ -48,6 +58,9 @@ const KEYS: u64 = 64;
 /// Largest batch of the stream.
 const MAX_BATCH: u64 = 24;
 
+/// SIGKILL's number, as `ExitStatus::signal` reports it.
+const SIGKILL: i32 = 9;
+
 /// Environment variables the parent passes to a child.
 const ENV_DIR: &str = "TIDEMARK_CRASH_DIR";
 const ENV_SEED: &str = "TIDEMARK_CRASH_STREAM_SEED";
@@ -55,24 +68,30 @@ const ENV_CHILD_SEED: &str = "TIDEMARK_CRASH_CHILD_SEED";
 const ENV_ACKED_END: &str = "TIDEMARK_CRASH_ACKED_END";
 const ENV_ACKED_W: &str = "TIDEMARK_CRASH_ACKED_W";
 const ENV_MAX_W: &str = "TIDEMARK_CRASH_MAX_W";
+const ENV_ACKED_LAKE: &str = "TIDEMARK_CRASH_ACKED_LAKE";
 const ENV_VERIFY_ONLY: &str = "TIDEMARK_CRASH_VERIFY_ONLY";
 
 /// What the killed children acknowledged, as the next child must find it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Acknowledged {
+pub struct Acknowledged {
     /// The applied end after the last `apply` that returned.
-    end: u64,
-    /// `W` after the last watermark call that returned.
-    watermark: u64,
+    pub end: u64,
+    /// `W` after the last watermark change that returned.
+    pub watermark: u64,
     /// The largest watermark ever requested (returned or not).
-    max_requested: u64,
+    pub max_requested: u64,
+    /// The end of the last lake snapshot whose commit returned (bucket variant).
+    pub lake_end: u64,
 }
 
 /// A line of a child's report, as far as the parent acts on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Event {
+    /// `ACK <applied end>`: an apply returned.
     Ack,
-    Reclaim,
+    /// `RECLAIM` (a reclaim begins) or `LAKE <end>` (lake progress begins to be published):
+    /// the moments a share of the kills aim at.
+    Busy,
     Other,
 }
 
@@ -96,14 +115,49 @@ impl Acknowledged {
                 self.watermark = w;
                 Event::Other
             }
-            (Some("RECLAIM"), None) => Event::Reclaim,
+            (Some("LAKE"), Some(end)) => {
+                self.lake_end = end;
+                self.max_requested = self.max_requested.max(end);
+                Event::Busy
+            }
+            (Some("RECLAIM"), None) => Event::Busy,
             _ => Event::Other,
         }
     }
 }
 
-/// SIGKILL's number, as `ExitStatus::signal` reports it.
-const SIGKILL: i32 = 9;
+/// What a child process is given.
+#[derive(Debug, Clone)]
+pub struct ChildEnv {
+    /// The store (and lake) directory.
+    pub dir: PathBuf,
+    /// The stream's seed.
+    pub seed: u64,
+    /// The seed of this child's own choices (when to advance, reclaim, commit).
+    pub child_seed: u64,
+    /// What the killed children acknowledged.
+    pub acked: Acknowledged,
+    /// Check and exit instead of writing.
+    pub verify_only: bool,
+}
+
+impl ChildEnv {
+    fn from_env() -> Self {
+        let var = |name: &str| env_u64(name).unwrap_or_else(|| panic!("{name} not set"));
+        ChildEnv {
+            dir: PathBuf::from(std::env::var_os(ENV_DIR).expect("crash dir")),
+            seed: var(ENV_SEED),
+            child_seed: var(ENV_CHILD_SEED),
+            acked: Acknowledged {
+                end: var(ENV_ACKED_END),
+                watermark: var(ENV_ACKED_W),
+                max_requested: var(ENV_MAX_W),
+                lake_end: var(ENV_ACKED_LAKE),
+            },
+            verify_only: std::env::var_os(ENV_VERIFY_ONLY).is_some(),
+        }
+    }
+}
 
 /// One record of the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,13 +168,18 @@ struct StreamRecord {
     value: Option<Vec<u8>>,
 }
 
+/// The key with index `k`.
+fn key(k: u64) -> Vec<u8> {
+    format!("key-{k:02}").into_bytes()
+}
+
 /// The batch of the stream that starts at `first`.
 fn batch_at(seed: u64, first: u64) -> Vec<StreamRecord> {
     let mut rng = SplitMix64::new(seed ^ first.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let len = 1 + rng.below(MAX_BATCH);
     (first..first + len)
         .map(|offset| {
-            let key = format!("key-{:02}", rng.below(KEYS)).into_bytes();
+            let key = key(rng.below(KEYS));
             let value = (rng.below(8) != 0).then(|| {
                 let mut v = format!("value@{offset}:").into_bytes();
                 let extra = rng.below(64) as usize;
@@ -158,18 +217,73 @@ fn model_below(seed: u64, end: u64) -> Model {
     model
 }
 
+/// The end of the first batch ending after `offset` (the batch in flight after a kill whose last
+/// acknowledged applied end is `offset`).
+fn next_boundary(seed: u64, offset: u64) -> u64 {
+    model_below(seed, offset + 1)
+        .boundaries
+        .last()
+        .copied()
+        .unwrap_or(0)
+}
+
 #[derive(Debug, Default)]
 struct Model {
     /// Ends of the batches, ascending.
     boundaries: Vec<u64>,
-    newest: std::collections::BTreeMap<Vec<u8>, StreamRecord>,
+    newest: BTreeMap<Vec<u8>, StreamRecord>,
 }
 
-/// The test: `kills` SIGKILLs of children writing to one store, each followed by a child that
-/// checks what it reopened; a last child only checks.
-pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
+impl Model {
+    /// The end of the stream prefix this model holds.
+    fn end(&self) -> u64 {
+        self.boundaries.last().copied().unwrap_or(0)
+    }
+}
+
+/// What a local lookup of key `k` must find when the store holds the stream below the model's
+/// end: its newest record.
+fn expected_lookup(model: &Model, k: u64) -> LocalLookup {
+    match model.newest.get(&key(k)) {
+        None => LocalLookup::Miss,
+        Some(r) => match &r.value {
+            Some(v) => LocalLookup::Value {
+                offset: r.offset,
+                bytes: v.clone(),
+            },
+            None => LocalLookup::Tombstone { offset: r.offset },
+        },
+    }
+}
+
+/// The checks every reopen makes of the applied end and `W` (module docs): returns them.
+fn check_progress(end: u64, w: u64, seed: u64, acked: Acknowledged) {
+    let in_flight = next_boundary(seed, acked.end);
+    assert!(
+        end == acked.end || (end == in_flight && end > acked.end),
+        "applied end {end} after a kill: acknowledged {}, the batch in flight ended at \
+         {in_flight} (seed {seed})",
+        acked.end
+    );
+    assert_eq!(
+        model_below(seed, end).end(),
+        end,
+        "applied end {end} is not a batch boundary: a batch was half applied (seed {seed})"
+    );
+    assert!(
+        w >= acked.watermark && w <= acked.max_requested.max(acked.watermark) && w <= end,
+        "W {w} after a kill: acknowledged {}, largest requested {}, applied end {end} (seed {seed})",
+        acked.watermark,
+        acked.max_requested
+    );
+}
+
+/// The kill loop, shared by both variants: `kills` SIGKILLs of children writing to one store,
+/// each reopened and checked by the next; a last child only checks. `child_main` is what the
+/// re-executed test runs in the child.
+fn run(test_name: &str, child_main: impl FnOnce(ChildEnv)) {
     if child::role(test_name) == Role::Child {
-        child_main(factory);
+        child_main(ChildEnv::from_env());
         return;
     }
     let kills = env_u64("TIDEMARK_CRASH_KILLS").unwrap_or(DEFAULT_KILLS);
@@ -180,28 +294,35 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
     });
     println!("{test_name}: {kills} kills, TIDEMARK_CRASH_SEED={seed}");
     let tmp = tempfile::tempdir().expect("temporary directory");
-    let dir = tmp.path().join("bucket");
+    let dir = tmp.path().to_path_buf();
     let mut rng = SplitMix64::new(seed);
     let mut acked = Acknowledged::default();
-    let mut mid_reclaim = 0;
+    let mut while_busy = 0;
     for kill in 0..kills {
-        // A third of the kills land right after a reclaim began; the rest after a random
-        // number of acknowledged batches.
-        let during_reclaim = rng.below(3) == 0;
+        // A third of the kills land right after a reclaim or a lake notification began; the
+        // rest after a random number of acknowledged batches.
+        let when_busy = rng.below(3) == 0;
         let after_acks = 1 + rng.below(60);
-        let mut child = spawn(test_name, &dir, seed, rng.next_u64(), acked, false);
+        let env = ChildEnv {
+            dir: dir.clone(),
+            seed,
+            child_seed: rng.next_u64(),
+            acked,
+            verify_only: false,
+        };
+        let mut child = spawn(test_name, &env);
         let stdout = child.stdout.take().expect("child stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut acks = 0;
-        let mut killed_in_reclaim = false;
+        let mut killed_busy = false;
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
             match acked.record(&line) {
-                Event::Reclaim => killed_in_reclaim = during_reclaim,
+                Event::Busy => killed_busy = when_busy,
                 Event::Ack => acks += 1,
                 Event::Other => {}
             }
-            if killed_in_reclaim || (!during_reclaim && acks >= after_acks) {
+            if killed_busy || (!when_busy && acks >= after_acks) {
                 break;
             }
         }
@@ -217,9 +338,16 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
         for line in lines.map_while(std::result::Result::ok) {
             acked.record(&line);
         }
-        mid_reclaim += u64::from(killed_in_reclaim);
+        while_busy += u64::from(killed_busy);
     }
-    let out = spawn(test_name, &dir, seed, 0, acked, true)
+    let last = ChildEnv {
+        dir,
+        seed,
+        child_seed: 0,
+        acked,
+        verify_only: true,
+    };
+    let out = spawn(test_name, &last)
         .wait_with_output()
         .expect("run the last checking child");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -229,35 +357,31 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
         String::from_utf8_lossy(&out.stderr)
     );
     println!(
-        "{test_name}: {kills} kills ({mid_reclaim} during a reclaim), every reopen checked; \
-         applied end {} W {} at the last acknowledgement (seed {seed})",
+        "{test_name}: {kills} kills ({while_busy} right after a reclaim or lake notification \
+         began), every reopen checked; applied end {} W {} at the last acknowledgement \
+         (seed {seed})",
         acked.end, acked.watermark
     );
 }
 
-fn spawn(
-    test_name: &str,
-    dir: &Path,
-    seed: u64,
-    child_seed: u64,
-    acked: Acknowledged,
-    verify_only: bool,
-) -> std::process::Child {
+fn spawn(test_name: &str, env: &ChildEnv) -> std::process::Child {
+    let a = env.acked;
     let mut command = child::command(test_name);
     command
-        .env(ENV_DIR, dir)
-        .env(ENV_SEED, seed.to_string())
-        .env(ENV_CHILD_SEED, child_seed.to_string())
-        .env(ENV_ACKED_END, acked.end.to_string())
-        .env(ENV_ACKED_W, acked.watermark.to_string())
-        .env(ENV_MAX_W, acked.max_requested.to_string())
+        .env(ENV_DIR, &env.dir)
+        .env(ENV_SEED, env.seed.to_string())
+        .env(ENV_CHILD_SEED, env.child_seed.to_string())
+        .env(ENV_ACKED_END, a.end.to_string())
+        .env(ENV_ACKED_W, a.watermark.to_string())
+        .env(ENV_MAX_W, a.max_requested.to_string())
+        .env(ENV_ACKED_LAKE, a.lake_end.to_string())
         .stdout(Stdio::piped())
-        .stderr(if verify_only {
+        .stderr(if env.verify_only {
             Stdio::piped()
         } else {
             Stdio::inherit()
         });
-    if verify_only {
+    if env.verify_only {
         command.env(ENV_VERIFY_ONLY, "1");
     }
     command.spawn().expect("start a crash child")
@@ -267,114 +391,30 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
 }
 
-/// The child: reopen, check against what was acknowledged, then write until killed.
-fn child_main<F: EngineFactory>(factory: &F) {
-    let var = |name: &str| env_u64(name).unwrap_or_else(|| panic!("{name} not set"));
-    let dir = std::env::var_os(ENV_DIR).expect("crash dir");
-    let seed = var(ENV_SEED);
-    let acked = Acknowledged {
-        end: var(ENV_ACKED_END),
-        watermark: var(ENV_ACKED_W),
-        max_requested: var(ENV_MAX_W),
-    };
-    // Small sweep chunks: a reclaim takes many transactions, so kills land inside one.
-    let options = EngineOptions::default()
-        .with_sync_writes(true)
-        .with_sweep_chunk_rows(8);
-    let engine = factory
-        .open(Path::new(&dir), options)
-        .unwrap_or_else(|e| panic!("{}: reopen after a kill: {e}", F::NAME));
-    check_reopened(&engine, seed, acked);
-    println!("VERIFIED {} {}", engine.applied_end(), engine.watermark());
-    if std::env::var_os(ENV_VERIFY_ONLY).is_some() {
-        return;
-    }
-    let mut rng = SplitMix64::new(var(ENV_CHILD_SEED));
-    loop {
-        let first = engine.applied_end();
-        let records = batch_at(seed, first);
-        let outcome = engine
-            .apply(&to_write_batch(&records))
-            .unwrap_or_else(|e| panic!("apply at {first}: {e}"));
-        println!("ACK {}", outcome.applied_end);
-        if rng.below(4) == 0 {
-            let lag = rng.below(200);
-            let w = outcome.applied_end.saturating_sub(lag);
-            println!("WREQ {w}");
-            let update = engine
-                .advance_watermark(w)
-                .unwrap_or_else(|e| panic!("advance to {w}: {e}"));
-            println!("WACK {}", update.current);
-            if rng.below(3) == 0 {
-                println!("RECLAIM");
-                engine.reclaim().unwrap_or_else(|e| panic!("reclaim: {e}"));
-                println!("RECLAIMED");
-            }
-        }
-    }
+/// The engine's directory inside a crash test's directory.
+fn store_dir(dir: &Path) -> PathBuf {
+    dir.join("bucket")
 }
 
-/// The checks of a reopened store (module docs).
-fn check_reopened<E: Engine>(engine: &E, seed: u64, acked: Acknowledged) {
-    let end = engine.applied_end();
-    let w = engine.watermark();
-    let model = model_below(seed, end);
-    let next_boundary = model_below(seed, acked.end + 1)
-        .boundaries
-        .last()
-        .copied()
-        .unwrap_or(0);
-    assert!(
-        end == acked.end || (end == next_boundary && end > acked.end),
-        "applied end {end} after a kill: acknowledged {}, the batch in flight ended at \
-         {next_boundary} (seed {seed})",
-        acked.end
-    );
-    assert!(
-        model.boundaries.last().copied().unwrap_or(0) == end,
-        "applied end {end} is not a batch boundary: a batch was half applied (seed {seed})"
-    );
-    assert!(
-        w >= acked.watermark && w <= acked.max_requested.max(acked.watermark) && w <= end,
-        "W {w} after a kill: acknowledged {}, largest requested {}, applied end {end} (seed {seed})",
-        acked.watermark,
-        acked.max_requested
-    );
-    assert_eq!(end.max(w), end, "the WAL replay offset is the applied end");
-    for k in 0..KEYS {
-        let key = format!("key-{k:02}").into_bytes();
-        let found = engine
-            .lookup(&key)
-            .unwrap_or_else(|e| panic!("lookup {k} after a kill: {e} (seed {seed})"));
-        let expected = match model.newest.get(&key) {
-            None => LocalLookup::Miss,
-            Some(r) => match &r.value {
-                Some(v) => LocalLookup::Value {
-                    offset: r.offset,
-                    bytes: v.clone(),
-                },
-                None => LocalLookup::Tombstone { offset: r.offset },
-            },
-        };
-        let covered = expected.offset().is_some_and(|o| o < w);
-        assert!(
-            found == expected || (covered && found == LocalLookup::Miss),
-            "key {k} after a kill: found {found:?}, the newest record is {expected:?}, W {w} \
-             (seed {seed})"
-        );
-    }
-}
-
-/// Stamps the crash test for one backend: `#[test] fn crash()`.
+/// Stamps the crash tests for one backend: `#[test] fn crash()` (the engine) and
+/// `#[test] fn bucket_crash()` (a `HistoricalBucket` with the scheduler and a persisted lake).
 #[macro_export]
 macro_rules! crash_case {
     ($factory:expr) => {
-        /// SIGKILLs of a writing child (`TIDEMARK_CRASH_KILLS`, default 30; seed printed,
-        /// `TIDEMARK_CRASH_SEED` replays it); every reopen is checked.
+        /// SIGKILLs of a child writing to the engine (`TIDEMARK_CRASH_KILLS`, default 30; seed
+        /// printed, `TIDEMARK_CRASH_SEED` replays it); every reopen is checked.
         #[test]
         fn crash() {
             let name = $crate::child::test_name(module_path!(), "crash");
-            $crate::crash::run(&name, &$factory);
+            $crate::crash::engine::run(&name, &$factory);
+        }
+
+        /// The same through a `HistoricalBucket` with the scheduler running and a lake that
+        /// persists its committed snapshots: recover, replay, every key checked by lookups.
+        #[test]
+        fn bucket_crash() {
+            let name = $crate::child::test_name(module_path!(), "bucket_crash");
+            $crate::crash::bucket::run(&name, &$factory);
         }
     };
 }
