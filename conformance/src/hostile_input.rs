@@ -76,12 +76,14 @@ pub fn steps(data: &[u8], max_steps: usize) -> Vec<Step> {
                     } else {
                         bytes.u64()
                     };
-                    let key = vec![bytes.u8(); bytes.len(MAX_KEY_LEN)];
+                    let key_len = bytes.len(MAX_KEY_LEN);
+                    let key = vec![bytes.u8(); key_len];
                     if kind & 1 != 0 {
                         batch.delete(key, offset);
                     } else {
                         let len = bytes.len(MAX_VALUE_LEN);
-                        batch.put(key, vec![bytes.u8(); len], offset);
+                        let value = vec![bytes.u8(); len];
+                        batch.put(key, value, offset);
                     }
                 }
                 steps.push(Step::Apply(batch));
