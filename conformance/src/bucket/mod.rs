@@ -28,6 +28,7 @@ mod notifications;
 mod ordering;
 mod republish;
 mod restart;
+mod soak;
 pub mod support;
 mod tombstones;
 
@@ -50,6 +51,7 @@ pub use restart::{
     lagging_replica_restart_with_retention_distance, leader_change_with_newer_lake_snapshot,
     leader_change_with_older_lake_snapshot, restart_mid_stream,
 };
+pub use soak::soak;
 pub use tombstones::values_and_tombstones_across_watermark;
 
 /// Calls `$callback! { $args  name [Need, ...] "what it checks", ... }` with every bucket
@@ -79,6 +81,7 @@ macro_rules! for_each_bucket_scenario {
             lake_ahead_randomised_trailing_applies [] "applies trailing and leading the lake's commits by a varying amount: every lookup answers the newest WAL version up to the later of the applied end and the lake end",
             lake_ahead_across_restart [Reopen] "the lake ahead of the applied end across a stop and restart: recovery, replay and every lookup in between answer the newest version",
             leader_change_with_older_lake_snapshot [Reopen] "a new leader given an older lake snapshot keeps its W and refuses lake answers until the lake catches up",
+            soak [] "writers behind one offset sequencer, readers (lookup, lookup_many), a trailing lake and the scheduler at once, bounded by TIDEMARK_SOAK_OPS records: every answer is the model's at an end the lookup could see, no acknowledged write lost, no older version after a newer one, W monotonic",
         }
     };
 }
