@@ -11,7 +11,7 @@ pub mod bucket;
 pub mod lake;
 pub mod scheduler;
 
-pub use bucket::{BucketStats, HistoricalBucket, Progress};
+pub use bucket::{BucketStats, HistoricalBucket, LakeTimeouts, Progress};
 pub use lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 pub use scheduler::{
     BucketId, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,

@@ -54,8 +54,8 @@ pub struct ReadmeDoctests;
 pub use backend::{Backend, BackendConfig};
 pub use engine_api::*;
 pub use tidemark_bucket::{
-    BucketId, BucketStats, HistoricalBucket, LakeLookuper, LakeSnapshot, MemoryLake, Progress,
-    ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
+    BucketId, BucketStats, HistoricalBucket, LakeLookuper, LakeSnapshot, LakeTimeouts, MemoryLake,
+    Progress, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
 };
 
 /// The bucket layer: lake lookuper, bucket and reclaim scheduler.

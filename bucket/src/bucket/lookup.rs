@@ -9,6 +9,7 @@
 use std::sync::atomic::Ordering;
 
 use super::HistoricalBucket;
+use super::lake_call::LakeCall;
 use super::stats::bump;
 use engine_api::engine::Engine;
 use engine_api::error::{Error, Result};
@@ -38,6 +39,10 @@ impl HistoricalBucket {
     /// lake's newer versions, so a local entry below the snapshot's end is not served: the lake
     /// answers instead (§ Lake progress and snapshots / Lake ahead of the applied end in
     /// `docs/DESIGN.md`).
+    ///
+    /// A lake lookup that fails, or does not answer within
+    /// [`LakeTimeouts::lookup`](super::LakeTimeouts::lookup), is [`Error::Lake`], never
+    /// "absent"; local hits never wait for the lake.
     pub async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         // Read before the local lookup: the applied end only grows, so if it already reached
         // the lake end, the store held every record the lake holds when the lookup ran.
@@ -57,7 +62,11 @@ impl HistoricalBucket {
             return Ok(answer);
         }
         self.check_lake_current()?;
-        match self.lake.lookup(key).await {
+        let what = || "a lake lookup".to_owned();
+        match self
+            .lake_call(LakeCall::Lookup, what, self.lake.lookup(key))
+            .await
+        {
             Ok(value) => {
                 bump(&self.counters.lake_fallbacks);
                 Ok(value)
@@ -122,7 +131,11 @@ impl HistoricalBucket {
         self.check_lake_current()?;
         let miss_keys: Vec<Vec<u8>> = misses.iter().map(|(_, k)| k.clone()).collect();
         let count = u64::try_from(miss_keys.len()).unwrap_or(u64::MAX);
-        let from_lake = match self.lake.lookup_many(&miss_keys).await {
+        let what = || format!("a lake lookup_many of {} keys", miss_keys.len());
+        let from_lake = match self
+            .lake_call(LakeCall::Lookup, what, self.lake.lookup_many(&miss_keys))
+            .await
+        {
             Ok(values) if values.len() == miss_keys.len() => values,
             Ok(values) => {
                 self.counters

@@ -7,6 +7,7 @@
 //! thread) use [`HistoricalBucket::engine`] directly; lake progress and lookups must still go
 //! through the bucket, because it orders the lookuper refresh before the watermark publish.
 
+mod lake_call;
 mod lookup;
 mod progress;
 mod stats;
@@ -23,6 +24,7 @@ use engine_api::handle::EngineHandle;
 use engine_api::outcome::ApplyOutcome;
 use engine_api::sync;
 
+pub use lake_call::LakeTimeouts;
 pub use progress::Progress;
 pub use stats::BucketStats;
 
@@ -42,6 +44,10 @@ struct Reclaim {
 /// - [`on_lake_progress`](Self::on_lake_progress): one at a time per bucket; refreshes the
 ///   lookuper, *then* advances the watermark, *then* requests a reclaim.
 /// - [`recover`](Self::recover): on open or on becoming leader, before serving.
+/// - Every lake call is bounded by the bucket's [`LakeTimeouts`]
+///   ([`with_lake_timeouts`](Self::with_lake_timeouts)): a lake that hangs is an
+///   [`Error::Lake`] naming the call and the timeout, and a refresh that times out publishes
+///   nothing.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -78,6 +84,8 @@ struct Reclaim {
 pub struct HistoricalBucket {
     engine: EngineHandle,
     lake: Arc<dyn LakeLookuper>,
+    /// Bounds every lake call, so a hanging lake is an error rather than a stall.
+    lake_timeouts: LakeTimeouts,
     reclaim: Option<Reclaim>,
     /// Serialises lake progress and recovery of this bucket.
     progress: tokio::sync::Mutex<()>,
@@ -127,6 +135,7 @@ impl HistoricalBucket {
         HistoricalBucket {
             engine,
             lake,
+            lake_timeouts: LakeTimeouts::default(),
             reclaim: None,
             progress: tokio::sync::Mutex::new(()),
             offered: Mutex::new(None),

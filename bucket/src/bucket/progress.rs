@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use super::HistoricalBucket;
+use super::lake_call::LakeCall;
 use super::stats::bump;
 use crate::lake::LakeSnapshot;
 use crate::scheduler::Requested;
@@ -44,7 +45,10 @@ impl HistoricalBucket {
     /// again without a refresh. Anything else (an older snapshot, or the served one that would
     /// not move `W`) is ignored and counted.
     ///
-    /// A failed refresh returns its error and publishes nothing. A newer snapshot id that ends
+    /// A failed refresh, or one that does not complete within
+    /// [`LakeTimeouts::refresh`](super::LakeTimeouts::refresh), returns its
+    /// [`Error::Lake`](engine_api::Error::Lake) and publishes nothing: `W` and the served
+    /// snapshot stay as they were (counted `refresh_failures`). A newer snapshot id that ends
     /// before the served snapshot breaks the lake's commit order and is refused with
     /// [`Error::Lake`](engine_api::Error::Lake), changing nothing.
     ///
@@ -137,7 +141,7 @@ impl HistoricalBucket {
     ///
     /// A committed snapshot older than the persisted watermark never lowers it; the lookuper is
     /// refreshed to it, and local misses are refused until lake progress reaches `W` again.
-    /// A failed refresh returns its error and changes nothing.
+    /// A failed or timed-out refresh returns its error and changes nothing.
     pub async fn recover(&self, committed: LakeSnapshot) -> Result<u64> {
         let _serial = self.progress.lock().await;
         let served = self.served()?;
@@ -213,7 +217,16 @@ impl HistoricalBucket {
 
     /// Refreshes the lookuper and, only on success, records the end it now serves.
     async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
-        match self.lake.refresh(snapshot).await {
+        let what = || {
+            format!(
+                "the lake refresh to snapshot {} (ending at {})",
+                snapshot.id, snapshot.end_offset
+            )
+        };
+        match self
+            .lake_call(LakeCall::Refresh, what, self.lake.refresh(snapshot))
+            .await
+        {
             Ok(()) => {
                 bump(&self.counters.refreshes);
                 self.set_served(snapshot)

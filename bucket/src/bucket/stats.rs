@@ -31,6 +31,9 @@ pub struct BucketStats {
     pub lake_fallbacks: u64,
     /// Lake lookups that failed (the error is returned, never turned into "absent").
     pub lake_failures: u64,
+    /// Lake calls (refresh, lookup, lookup_many) abandoned at their [`super::LakeTimeouts`]; each
+    /// is also counted as a refresh failure or as lake failures.
+    pub lake_timeouts: u64,
     /// Local misses refused because the lookuper serves a snapshot behind the watermark.
     pub lake_behind: u64,
     /// Lookups whose local entry was not served because the lake may hold a newer version (the
@@ -53,6 +56,7 @@ pub(crate) struct BucketCounters {
     pub(crate) local_tombstones: AtomicU64,
     pub(crate) lake_fallbacks: AtomicU64,
     pub(crate) lake_failures: AtomicU64,
+    pub(crate) lake_timeouts: AtomicU64,
     pub(crate) lake_behind: AtomicU64,
     pub(crate) distrusted_local: AtomicU64,
 }
@@ -78,6 +82,7 @@ impl BucketCounters {
             local_tombstones: get(&self.local_tombstones),
             lake_fallbacks: get(&self.lake_fallbacks),
             lake_failures: get(&self.lake_failures),
+            lake_timeouts: get(&self.lake_timeouts),
             lake_behind: get(&self.lake_behind),
             distrusted_local: get(&self.distrusted_local),
         }

@@ -34,6 +34,10 @@ impl LakeSnapshot {
 /// A bucket refreshes the lookuper to a snapshot *before* it publishes the watermark that relies
 /// on it, so a lookup that misses locally always finds a lake at least as new as the entries the
 /// bucket has reclaimed.
+///
+/// The bucket bounds every call with its [`LakeTimeouts`](crate::LakeTimeouts) and drops the
+/// call's future when the timeout expires. A dropped `refresh` must leave the lookuper serving
+/// what it served before, as a failed one does (switch snapshots in one step at the end).
 #[async_trait]
 pub trait LakeLookuper: Send + Sync {
     /// Switches lookups to `snapshot`. On error the lookuper keeps serving what it served before.

@@ -22,11 +22,13 @@
 
 mod continuous;
 mod lake_ahead;
+mod lake_faults;
 mod lookup_many;
 mod notifications;
 mod ordering;
 mod republish;
 mod restart;
+mod soak;
 pub mod support;
 mod tombstones;
 
@@ -34,6 +36,9 @@ pub use continuous::continuous_writer_with_trailing_lake;
 pub use lake_ahead::{
     lake_ahead_across_restart, lake_ahead_delete_stays_deleted,
     lake_ahead_overwrite_never_goes_back, lake_ahead_randomised_trailing_applies,
+};
+pub use lake_faults::{
+    erroring_lake_lookuper, hanging_lake_lookup_times_out, hanging_lake_refresh_times_out,
 };
 pub use lookup_many::lookup_many_matches_lookup;
 pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
@@ -46,6 +51,7 @@ pub use restart::{
     lagging_replica_restart_with_retention_distance, leader_change_with_newer_lake_snapshot,
     leader_change_with_older_lake_snapshot, restart_mid_stream,
 };
+pub use soak::soak;
 pub use tombstones::values_and_tombstones_across_watermark;
 
 /// Calls `$callback! { $args  name [Need, ...] "what it checks", ... }` with every bucket
@@ -64,6 +70,9 @@ macro_rules! for_each_bucket_scenario {
             republish_with_failing_refresh [] "a republish whose refresh fails keeps the old snapshot served, publishes nothing and surfaces the error; the retry goes through",
             snapshot_expiry_under_continuous_writes [] "a continuously written bucket while the lake commits, compacts and expires old snapshots: every lookup is answered from a live snapshot, with the model's answer",
             failed_refresh_leaves_watermark [] "a failed refresh publishes nothing (W, served snapshot, data unchanged); a failing lake lookup is an error",
+            erroring_lake_lookuper [] "a lookuper whose refreshes and lookups fail: every notification is Error::Lake and W never moves; local misses are Error::Lake, local hits still answered; healed, it publishes",
+            hanging_lake_refresh_times_out [] "a refresh that never completes: on_lake_progress and recover return Error::Lake after the configured timeout (paused clock), W unchanged, the previous snapshot still served",
+            hanging_lake_lookup_times_out [] "lake lookups that hang: lookup and lookup_many of local misses return Error::Lake after the configured timeout (paused clock); local hits answered; W untouched",
             restart_mid_stream [Reopen] "close and reopen mid-stream, recover from the committed snapshot, replay from the returned offset, continue: same answers as the model",
             leader_change_with_newer_lake_snapshot [Reopen] "a new leader with an older persisted W adopts the newer lake end (also beyond its applied end) and never serves overtaken local versions",
             lagging_replica_restart_with_retention_distance [Reopen] "a lagging replica with a retention distance recovers past its applied end, replays part of the WAL and restarts: no version the lake overtook or deleted is ever served, before or after the restart",
@@ -72,6 +81,7 @@ macro_rules! for_each_bucket_scenario {
             lake_ahead_randomised_trailing_applies [] "applies trailing and leading the lake's commits by a varying amount: every lookup answers the newest WAL version up to the later of the applied end and the lake end",
             lake_ahead_across_restart [Reopen] "the lake ahead of the applied end across a stop and restart: recovery, replay and every lookup in between answer the newest version",
             leader_change_with_older_lake_snapshot [Reopen] "a new leader given an older lake snapshot keeps its W and refuses lake answers until the lake catches up",
+            soak [] "writers behind one offset sequencer, readers (lookup, lookup_many), a trailing lake and the scheduler at once, bounded by TIDEMARK_SOAK_OPS records: every answer is the model's at an end the lookup could see, no acknowledged write lost, no older version after a newer one, W monotonic",
         }
     };
 }

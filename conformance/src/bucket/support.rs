@@ -204,6 +204,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("build tokio runtime")
 }
 
+/// A single-threaded runtime whose clock is paused: when every task waits, tokio jumps to the
+/// next timer, so a scenario can let a lake call hang until its timeout fires without sleeping
+/// for real and without depending on how fast the machine is.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("build paused tokio runtime")
+}
+
 /// A scheduler that reclaims eagerly, for scenarios that let it run. Call inside the runtime.
 pub fn scheduler() -> ReclaimScheduler {
     let config = SchedulerConfig::default()
