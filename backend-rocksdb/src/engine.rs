@@ -75,6 +75,13 @@ impl RocksDbEngine {
         self.inner.storage().filter_counters().snapshot()
     }
 
+    /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
+    /// fail (cargo feature `testing`; see [`engine_api::fault`]).
+    #[cfg(feature = "testing")]
+    pub fn faults(&self) -> &engine_api::fault::Faults {
+        self.inner.faults()
+    }
+
     /// Stores `stored` verbatim under `key`, bypassing the codec and the applied end.
     ///
     /// **For corruption tests only** (cargo feature `testing`): it lets a test place bytes the

@@ -98,6 +98,13 @@ impl SledEngine {
         self.inner.storage().size_on_disk()
     }
 
+    /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
+    /// fail (cargo feature `testing`; see [`engine_api::fault`]).
+    #[cfg(feature = "testing")]
+    pub fn faults(&self) -> &engine_api::fault::Faults {
+        self.inner.faults()
+    }
+
     /// Stores `stored` verbatim under `key`, bypassing the codec. **For corruption tests only**
     /// (cargo feature `testing`).
     ///

@@ -32,6 +32,8 @@ pub struct Capabilities {
     pub read_only_files: bool,
     /// The store lives in files of its directory (the hostile-file cases damage them).
     pub files: bool,
+    /// [`EngineFactory::faults`] gives the engine's injected-fault plan (the disk skeleton's).
+    pub faults: bool,
 }
 
 /// Creates engines of one backend for the suite.
@@ -72,6 +74,13 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// Row-level detail of the engine's most recent reclaim (index rows visited, stale rows
     /// dropped, chunks). Only called when [`Capabilities::offset_index`] is true.
     fn last_sweep(&self, engine: &Self::Engine) -> Option<SweepTotals> {
+        let _ = engine;
+        None
+    }
+
+    /// The engine's injected-fault plan ([`engine_api::fault`]), `None` where the backend has
+    /// none (the memory engine); cases about storage faults need [`Capabilities::faults`].
+    fn faults<'a>(&self, engine: &'a Self::Engine) -> Option<&'a engine_api::fault::Faults> {
         let _ = engine;
         None
     }

@@ -59,6 +59,10 @@ macro_rules! for_each_case {
             sweep_visits_only_covered_index_rows [OffsetIndex] "a sweep visits exactly the covered index rows (not the table), in bounded chunks, and drops stale rows of overwritten keys",
             purge_sweep_ignores_distance_and_drops_stale_rows [OffsetIndex] "a purge sweep ignores the retention distance, drops stale index rows, keeps the newer tombstone and never passes W",
             unreadable_index_rows_are_kept_and_counted [OffsetIndex] "an index row too short to name an entry is kept and counted by every sweep, never deleted",
+            // injected storage faults
+            failed_commit_writes_nothing [Faults] "an apply whose commit fails (a full disk) returns the error and writes nothing, also across a reopen; the retry applies once",
+            failed_watermark_write_keeps_w [Faults] "a watermark change whose durable write fails returns the error, W stays (reclaim, reopen); a retry moves it",
+            failed_reclaim_midway_keeps_uncovered [Faults] "a reclaim failing midway returns the error, every uncovered entry intact, only covered ones gone; the next reclaim finishes",
             // input limits
             invalid_input_rejected_nothing_written [] "empty key, key > 64 KiB, value > 64 MiB, offsets backwards, offset u64::MAX: InvalidInput, nothing written",
             lookup_rejects_invalid_keys [] "lookup with an empty or oversized key is InvalidInput",

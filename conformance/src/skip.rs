@@ -19,6 +19,8 @@ pub enum Need {
     OpenExisting,
     /// The store lives in files of its directory ([`Capabilities::files`]).
     Files,
+    /// Storage faults can be injected ([`Capabilities::faults`]).
+    Faults,
 }
 
 impl Need {
@@ -31,6 +33,7 @@ impl Need {
             Need::OffsetIndex => caps.offset_index,
             Need::OpenExisting => caps.open_existing,
             Need::Files => caps.files,
+            Need::Faults => caps.faults,
         }
     }
 
@@ -43,6 +46,7 @@ impl Need {
             Need::OffsetIndex => "backend does not reclaim by sweeping an offset index",
             Need::OpenExisting => "backend has no existing store to open (nothing persists)",
             Need::Files => "backend keeps no files to damage",
+            Need::Faults => "backend has no storage faults to inject (no disk skeleton)",
         }
     }
 }

@@ -54,6 +54,7 @@ impl EngineFactory for ReopenableMemoryFactory {
             open_existing: false,
             read_only_files: false,
             files: false,
+            faults: false,
         }
     }
 
@@ -258,6 +259,7 @@ impl EngineFactory for MutantFactory {
             open_existing: false,
             read_only_files: false,
             files: false,
+            faults: false,
         }
     }
 

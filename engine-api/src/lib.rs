@@ -17,6 +17,7 @@ pub mod covered;
 pub mod disk;
 pub mod engine;
 pub mod error;
+pub mod fault;
 pub mod handle;
 pub mod layout;
 pub mod memory;

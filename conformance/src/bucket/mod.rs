@@ -26,6 +26,7 @@ mod lake_faults;
 mod lookup_many;
 mod notifications;
 mod ordering;
+mod reclaim_faults;
 mod republish;
 mod restart;
 mod soak;
@@ -43,6 +44,7 @@ pub use lake_faults::{
 pub use lookup_many::lookup_many_matches_lookup;
 pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
 pub use ordering::refresh_ordering_under_slow_refresh;
+pub use reclaim_faults::scheduler_retries_failed_reclaims;
 pub use republish::{
     republish_same_end_refreshes_lookuper, republish_with_failing_refresh,
     snapshot_expiry_under_continuous_writes,
@@ -73,6 +75,7 @@ macro_rules! for_each_bucket_scenario {
             erroring_lake_lookuper [] "a lookuper whose refreshes and lookups fail: every notification is Error::Lake and W never moves; local misses are Error::Lake, local hits still answered; healed, it publishes",
             hanging_lake_refresh_times_out [] "a refresh that never completes: on_lake_progress and recover return Error::Lake after the configured timeout (paused clock), W unchanged, the previous snapshot still served",
             hanging_lake_lookup_times_out [] "lake lookups that hang: lookup and lookup_many of local misses return Error::Lake after the configured timeout (paused clock); local hits answered; W untouched",
+            scheduler_retries_failed_reclaims [Faults] "reclaims failing midway (injected) are retried by the scheduler with backoff and counted (failed, retries, runs); every lookup answers the model; nothing covered is left after the retry",
             restart_mid_stream [Reopen] "close and reopen mid-stream, recover from the committed snapshot, replay from the returned offset, continue: same answers as the model",
             leader_change_with_newer_lake_snapshot [Reopen] "a new leader with an older persisted W adopts the newer lake end (also beyond its applied end) and never serves overtaken local versions",
             lagging_replica_restart_with_retention_distance [Reopen] "a lagging replica with a retention distance recovers past its applied end, replays part of the WAL and restarts: no version the lake overtook or deleted is ever served, before or after the restart",

@@ -185,6 +185,11 @@ impl<F: EngineFactory> Site<F> {
         }
     }
 
+    /// The factory the site opens engines with.
+    pub fn factory(&self) -> &F {
+        &self.factory
+    }
+
     /// Opens (or reopens) the engine in the directory.
     pub fn open(&self) -> Arc<F::Engine> {
         let engine = self

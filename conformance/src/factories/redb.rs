@@ -26,6 +26,7 @@ impl EngineFactory for RedbFactory {
             open_existing: true,
             read_only_files: true,
             files: true,
+            faults: true,
         }
     }
 
@@ -49,6 +50,10 @@ impl EngineFactory for RedbFactory {
 
     fn remove_index_row(&self, engine: &RedbEngine, row: &[u8]) -> Result<bool> {
         engine.remove_index_row(row)
+    }
+
+    fn faults<'a>(&self, engine: &'a RedbEngine) -> Option<&'a engine_api::fault::Faults> {
+        Some(engine.faults())
     }
 }
 

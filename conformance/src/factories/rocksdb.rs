@@ -27,6 +27,7 @@ impl EngineFactory for RocksDbFactory {
             open_existing: true,
             read_only_files: true,
             files: true,
+            faults: true,
         }
     }
 
@@ -43,6 +44,10 @@ impl EngineFactory for RocksDbFactory {
     /// older versions would still sit in the memtable beside the newer ones.
     fn settle(&self, engine: &RocksDbEngine) -> Result<()> {
         engine.compact_to_bottom()
+    }
+
+    fn faults<'a>(&self, engine: &'a RocksDbEngine) -> Option<&'a engine_api::fault::Faults> {
+        Some(engine.faults())
     }
 }
 

@@ -26,6 +26,7 @@ impl EngineFactory for SledFactory {
             open_existing: true,
             read_only_files: false,
             files: true,
+            faults: true,
         }
     }
 
@@ -47,6 +48,10 @@ impl EngineFactory for SledFactory {
 
     fn remove_index_row(&self, engine: &SledEngine, row: &[u8]) -> Result<bool> {
         engine.remove_index_row(row)
+    }
+
+    fn faults<'a>(&self, engine: &'a SledEngine) -> Option<&'a engine_api::fault::Faults> {
+        Some(engine.faults())
     }
 }
 

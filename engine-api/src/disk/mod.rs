@@ -98,6 +98,9 @@ pub struct DiskEngine<S: Storage> {
     /// is damaged (the applied end itself is published only after the commit).
     tag_bound: AtomicU64,
     counters: EngineCounters,
+    /// Injected storage faults (tests only).
+    #[cfg(any(test, feature = "testing"))]
+    faults: crate::fault::Faults,
 }
 
 impl<S: Storage> fmt::Debug for DiskEngine<S> {
@@ -199,6 +202,8 @@ impl<S: Storage> DiskEngine<S> {
             high_water: Mutex::new(recorded.unwrap_or_default().max(&reached)),
             tag_bound: AtomicU64::new(restored.applied_end),
             counters: EngineCounters::default(),
+            #[cfg(any(test, feature = "testing"))]
+            faults: crate::fault::Faults::default(),
         })
     }
 
@@ -278,10 +283,30 @@ impl<S: Storage> DiskEngine<S> {
         self.storage.insert_raw(key, stored)
     }
 
+    /// The injected fault armed at `point`, if any (tests only; always `Ok` otherwise).
+    fn inject(&self, point: crate::fault::FaultPoint) -> Result<()> {
+        #[cfg(any(test, feature = "testing"))]
+        {
+            self.faults.check(point)
+        }
+        #[cfg(not(any(test, feature = "testing")))]
+        {
+            let _ = point;
+            Ok(())
+        }
+    }
+
+    /// The engine's injected-fault plan (cargo feature `testing`; see [`crate::fault`]).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn faults(&self) -> &crate::fault::Faults {
+        &self.faults
+    }
+
     /// Makes `reached.watermark` durable in the storage (with every earlier commit, so
     /// `reached.applied_end` too), then records `reached` in the high-water record. Called under
     /// the writer lock, so the applied end cannot move meanwhile.
     fn persist_watermark(&self, reached: HighWater) -> Result<()> {
+        self.inject(crate::fault::FaultPoint::Watermark)?;
         self.storage
             .persist_meta(MetaKey::Watermark, reached.watermark)?;
         self.record_high_water(reached)
@@ -326,6 +351,16 @@ impl<S: Storage> DiskEngine<S> {
         let _reclaimer = self.lock_reclaimer()?;
         let started = Instant::now();
         let threshold = threshold_of(self.progress.watermark());
+        #[cfg(any(test, feature = "testing"))]
+        if self.faults.armed(crate::fault::FaultPoint::Reclaim) > 0 {
+            // Midway: the part of the work done before the fault is real.
+            let partial = ReclaimRequest {
+                threshold: threshold / 2,
+                purge,
+            };
+            contained(S::BACKEND, "reclaim", || self.storage.reclaim(partial))?;
+            self.faults.check(crate::fault::FaultPoint::Reclaim)?;
+        }
         let work = contained(S::BACKEND, "reclaim", || {
             self.storage.reclaim(ReclaimRequest { threshold, purge })
         })?;
@@ -403,6 +438,8 @@ impl<S: Storage> Engine for DiskEngine<S> {
             let rows = self.lock_covered()?.record_writes(&plan.writes);
             self.tag_bound
                 .fetch_max(plan.outcome.applied_end, Ordering::SeqCst);
+            // A full disk: the commit fails before anything is written.
+            self.inject(crate::fault::FaultPoint::Commit)?;
             self.storage
                 .commit(&plan.writes, plan.outcome.applied_end, &rows, sync)?;
             // Committed and visible: publish before `after_commit`, so memory matches storage

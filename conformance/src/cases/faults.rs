@@ -1,0 +1,126 @@
+//! Injected storage faults ([`engine_api::fault`]): a commit that fails like a full disk, a
+//! watermark write that fails, a reclaim that fails midway. Nothing acknowledged is lost, nothing
+//! failed is half visible, and a retry succeeds.
+
+use engine_api::fault::{FaultPoint, Faults};
+use engine_api::{Engine, Error, LocalLookup, Record};
+
+use super::util::{assert_lookup, batch, key, payload, value};
+use crate::{EngineFactory, Harness};
+
+fn faults<F: EngineFactory>(h: &Harness<F>) -> &Faults {
+    h.factory()
+        .faults(h.engine())
+        .expect("a backend with Capabilities::faults gives its fault plan")
+}
+
+fn is_injected(e: &Error) -> bool {
+    matches!(e, Error::Io(io) if io.to_string().contains("injected fault"))
+}
+
+/// An `apply` whose commit fails (as on a full disk) returns the error and writes nothing: the
+/// applied end, the counters and every key are as before, also after a reopen; the retried
+/// batch then applies once.
+pub fn failed_commit_writes_nothing<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    h.engine()
+        .apply(&batch(
+            (0..10).map(|i| Record::put(key(i), payload(i, i), i)),
+        ))
+        .unwrap();
+    let before = h.engine().stats().unwrap().counters;
+    let overwrite = batch((5..15).map(|i| Record::put(key(i % 10), payload(i, i), i + 5)));
+    faults(&h).fail_next(FaultPoint::Commit, 1);
+    let err = h.engine().apply(&overwrite).unwrap_err();
+    assert!(is_injected(&err), "{err}");
+    let check = |e: &F::Engine| {
+        assert_eq!(e.applied_end(), 10, "a failed commit moved the applied end");
+        for i in 0..10 {
+            assert_lookup(e, &key(i), &value(i, payload(i, i)));
+        }
+    };
+    check(h.engine());
+    assert_eq!(
+        h.engine().stats().unwrap().counters,
+        before,
+        "a failed commit counted"
+    );
+    if h.capabilities().reopen {
+        check(h.reopen());
+    }
+    let outcome = h.engine().apply(&overwrite).unwrap();
+    assert_eq!((outcome.applied, outcome.applied_end), (10, 20));
+    // Record i of the batch wrote key i % 10 at offset i + 5: key 9 was written by i = 9.
+    assert_lookup(h.engine(), &key(9), &value(14, payload(9, 9)));
+}
+
+/// A watermark change whose durable write fails returns the error and moves nothing: `W` is
+/// unchanged (a reclaim removes nothing more, a reopen restores the old `W`); a retry moves it.
+pub fn failed_watermark_write_keeps_w<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    let e = h.engine();
+    e.apply(&batch(
+        (0..20).map(|i| Record::put(key(i), payload(i, i), i)),
+    ))
+    .unwrap();
+    e.advance_watermark(5).unwrap();
+    faults(&h).fail_next(FaultPoint::Watermark, 2);
+    assert!(is_injected(&e.advance_watermark(15).unwrap_err()));
+    assert!(is_injected(&e.adopt_lake_watermark(30).unwrap_err()));
+    assert_eq!(e.watermark(), 5, "a failed watermark write published W");
+    let report = e.reclaim().unwrap();
+    assert_eq!(report.threshold, 5);
+    for i in 5..20 {
+        assert_lookup(e, &key(i), &value(i, payload(i, i)));
+    }
+    if h.capabilities().reopen {
+        assert_eq!(h.reopen().watermark(), 5);
+    }
+    let update = h.engine().advance_watermark(15).unwrap();
+    assert!(update.moved && update.current == 15, "{update:?}");
+}
+
+/// A reclaim that fails midway (after it removed part of the covered entries) returns the error
+/// and leaves every uncovered entry intact; what it removed was covered; the next reclaim
+/// finishes the work.
+pub fn failed_reclaim_midway_keeps_uncovered<F: EngineFactory>(factory: F) {
+    let h = Harness::new(factory);
+    let e = h.engine();
+    e.apply(&batch(
+        (0..200).map(|i| Record::put(key(i), payload(i, i), i)),
+    ))
+    .unwrap();
+    e.advance_watermark(150).unwrap();
+    faults(&h).fail_next(FaultPoint::Reclaim, 1);
+    assert!(is_injected(&e.reclaim().unwrap_err()));
+    for i in 0..200 {
+        let found = e.lookup(&key(i)).unwrap();
+        if i >= 150 {
+            assert_eq!(
+                found,
+                value(i, payload(i, i)),
+                "uncovered key {i} after a failed reclaim"
+            );
+        } else {
+            assert!(
+                found == LocalLookup::Miss || found == value(i, payload(i, i)),
+                "covered key {i} after a failed reclaim: {found:?}"
+            );
+        }
+    }
+    let report = e.reclaim().unwrap();
+    assert_eq!(report.threshold, 150);
+    for i in 0..200 {
+        let expected = if i < 150 {
+            LocalLookup::Miss
+        } else {
+            value(i, payload(i, i))
+        };
+        assert_lookup(e, &key(i), &expected);
+    }
+    let left = e.reclaimable().unwrap().covered;
+    assert_eq!(
+        left.entries, 0,
+        "covered entries left after the finishing reclaim: {left:?}"
+    );
+}
