@@ -8,12 +8,13 @@
 use std::sync::Arc;
 
 use engine_api::rng::SplitMix64;
-use engine_api::{Engine, EngineHandle, EngineOptions};
+use engine_api::{Engine, EngineHandle};
 use tidemark_bucket::{HistoricalBucket, LakeLookuper};
 
 use super::lake::PersistedLake;
 use super::{
-    ChildEnv, KEYS, batch_at, check_progress, model_below, next_boundary, store_dir, to_write_batch,
+    ChildEnv, KEYS, batch_at, check_progress, model_below, next_boundary, open_store,
+    to_write_batch,
 };
 use crate::bucket::support::{BUCKET, runtime, scheduler};
 use crate::factory::EngineFactory;
@@ -26,12 +27,7 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
 fn child_main<F: EngineFactory>(factory: &F, env: ChildEnv) {
     let seed = env.seed;
     let acked = env.acked;
-    let options = EngineOptions::default()
-        .with_sync_writes(true)
-        .with_sweep_chunk_rows(8);
-    let engine = factory
-        .open(&store_dir(&env.dir), options)
-        .unwrap_or_else(|e| panic!("{}: reopen after a kill: {e}", F::NAME));
+    let engine = open_store(factory, &env.dir);
     let (end, w) = (engine.applied_end(), engine.watermark());
     check_progress(end, w, seed, acked);
     let mut lake = PersistedLake::open(&env.dir, seed);

@@ -2,11 +2,11 @@
 //! acknowledged, then write, advance the watermark and reclaim until killed.
 
 use engine_api::rng::SplitMix64;
-use engine_api::{Engine, EngineOptions, LocalLookup};
+use engine_api::{Engine, LocalLookup};
 
 use super::{
     Acknowledged, ChildEnv, KEYS, batch_at, check_progress, expected_lookup, model_below,
-    store_dir, to_write_batch,
+    open_store, to_write_batch,
 };
 use crate::factory::EngineFactory;
 
@@ -17,13 +17,7 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
 
 /// The child: reopen, check against what was acknowledged, then write until killed.
 fn child_main<F: EngineFactory>(factory: &F, env: ChildEnv) {
-    // Small sweep chunks: a reclaim takes many transactions, so kills land inside one.
-    let options = EngineOptions::default()
-        .with_sync_writes(true)
-        .with_sweep_chunk_rows(8);
-    let engine = factory
-        .open(&store_dir(&env.dir), options)
-        .unwrap_or_else(|e| panic!("{}: reopen after a kill: {e}", F::NAME));
+    let engine = open_store(factory, &env.dir);
     check_reopened(&engine, env.seed, env.acked);
     println!("VERIFIED {} {}", engine.applied_end(), engine.watermark());
     if env.verify_only {

@@ -391,9 +391,15 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
 }
 
-/// The engine's directory inside a crash test's directory.
-fn store_dir(dir: &Path) -> PathBuf {
-    dir.join("bucket")
+/// Opens the store of a crash test's directory as every child does: synced writes, and small
+/// sweep chunks so a reclaim takes many transactions and kills land inside one.
+fn open_store<F: crate::EngineFactory>(factory: &F, dir: &Path) -> F::Engine {
+    let options = engine_api::EngineOptions::default()
+        .with_sync_writes(true)
+        .with_sweep_chunk_rows(8);
+    factory
+        .open(&dir.join("bucket"), options)
+        .unwrap_or_else(|e| panic!("{}: reopen after a kill: {e}", F::NAME))
 }
 
 /// Stamps the crash tests for one backend: `#[test] fn crash()` (the engine) and

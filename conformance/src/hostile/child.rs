@@ -4,7 +4,6 @@
 //! whole test run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The environment variable that makes a test run as a child, naming its step.
 pub const STEP_VAR: &str = "TIDEMARK_HOSTILE_STEP";
@@ -56,9 +55,7 @@ pub fn run(step: &str, dir: &Path, seed: u64) -> ChildRun {
         .name()
         .map(str::to_owned)
         .expect("libtest runs each test on a thread named after it");
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let output = Command::new(exe)
-        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+    let output = crate::child::command(&test)
         .env(STEP_VAR, step)
         .env(DIR_VAR, dir)
         .env(SEED_VAR, seed.to_string())
