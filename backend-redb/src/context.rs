@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 
 use engine_api::Result;
-use engine_api::budget::{self, BucketBudget, BucketLease, ResourceBounds};
+use engine_api::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 
 use crate::error::BACKEND;
 
@@ -24,26 +24,10 @@ pub const FDS_PER_BUCKET: u64 = 1;
 /// state and region headers, the open tables), bytes; the scale test checks it.
 pub const MEMORY_PER_BUCKET: u64 = 512 << 10;
 
-/// Sizes and limits of a [`RedbContext`]. `Default` suits a process hosting up to 1,024 buckets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedbContextOptions {
-    /// The most redb buckets open at once (default 1,024); an open beyond it is
-    /// [`engine_api::Error::ResourceLimit`].
-    pub max_buckets: usize,
-    /// Page-cache budget of all buckets together, in bytes (default 1 GiB, redb's default for a
-    /// single database): each bucket gets `cache_bytes / max_buckets` (at least
-    /// [`MIN_CACHE_BYTES_PER_BUCKET`]).
-    pub cache_bytes: u64,
-}
-
-impl Default for RedbContextOptions {
-    fn default() -> Self {
-        RedbContextOptions {
-            max_buckets: 1024,
-            cache_bytes: 1 << 30,
-        }
-    }
-}
+/// Sizes and limits of a [`RedbContext`]: the bucket budget and the page-cache budget split
+/// evenly among its buckets (each at least [`MIN_CACHE_BYTES_PER_BUCKET`]). `Default` admits 1,024
+/// buckets sharing 1 GiB (redb's default for a single database).
+pub type RedbContextOptions = CacheBudget;
 
 /// Shared redb resources; cheap to clone. Open engines keep their share until dropped.
 ///
@@ -73,12 +57,7 @@ impl RedbContext {
     /// Creates the budget. Errors: [`engine_api::Error::InvalidInput`] when the cache share per
     /// bucket would be below [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0.
     pub fn new(settings: RedbContextOptions) -> Result<Self> {
-        let cache_share = budget::cache_share(
-            BACKEND,
-            settings.max_buckets,
-            settings.cache_bytes,
-            MIN_CACHE_BYTES_PER_BUCKET,
-        )?;
+        let cache_share = settings.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
         Ok(RedbContext {
             budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
             cache_share,
@@ -89,15 +68,10 @@ impl RedbContext {
     /// A context with the default settings admitting `buckets` buckets (the cache budget stays
     /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
     pub fn for_buckets(buckets: usize) -> Result<Self> {
-        let defaults = RedbContextOptions::default();
-        Self::new(RedbContextOptions {
-            max_buckets: buckets.max(1),
-            cache_bytes: budget::cache_budget_for(
-                buckets,
-                defaults.cache_bytes,
-                MIN_CACHE_BYTES_PER_BUCKET,
-            ),
-        })
+        Self::new(CacheBudget::for_buckets(
+            buckets,
+            MIN_CACHE_BYTES_PER_BUCKET,
+        ))
     }
 
     /// The process-wide default context ([`RedbContextOptions::default`]), created on first use;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engine_api::Result;
-use engine_api::budget::{self, BucketBudget, BucketLease, ResourceBounds};
+use engine_api::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 
 use crate::errors::BACKEND;
 use crate::flusher::Flusher;
@@ -39,13 +39,10 @@ pub const MEMORY_PER_BUCKET: u64 = 3 << 20;
 /// Sizes and limits of a [`SledContext`]. `Default` suits a process hosting up to 1,024 buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SledContextOptions {
-    /// The most sled buckets open at once (default 1,024); an open beyond it is
-    /// [`engine_api::Error::ResourceLimit`].
-    pub max_buckets: usize,
-    /// Page-cache budget of all buckets together, in bytes (default 1 GiB, sled's default for a
-    /// single database): each bucket gets `cache_bytes / max_buckets` (at least
-    /// [`MIN_CACHE_BYTES_PER_BUCKET`]).
-    pub cache_bytes: u64,
+    /// The bucket budget and the page-cache budget split evenly among its buckets (each at least
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`]; default 1,024 buckets sharing 1 GiB, sled's default for a
+    /// single database).
+    pub budget: CacheBudget,
     /// How often the one flusher thread flushes every open bucket, so writes made with
     /// `sync_writes = false` reach disk (default 500 ms, sled's default; `None`: only synced
     /// writes, watermark changes, explicit flushes and closes flush).
@@ -55,8 +52,7 @@ pub struct SledContextOptions {
 impl Default for SledContextOptions {
     fn default() -> Self {
         SledContextOptions {
-            max_buckets: 1024,
-            cache_bytes: 1 << 30,
+            budget: CacheBudget::default(),
             flush_every: Some(Duration::from_millis(500)),
         }
     }
@@ -66,9 +62,11 @@ impl Default for SledContextOptions {
 ///
 /// ```
 /// use backend_sled::{SledContext, SledContextOptions, SledEngine};
-/// use engine_api::{Engine, EngineOptions};
+/// use engine_api::budget::CacheBudget;
+/// use engine_api::EngineOptions;
 ///
-/// let context = SledContext::new(SledContextOptions { max_buckets: 2, ..Default::default() })?;
+/// let budget = CacheBudget { max_buckets: 2, ..Default::default() };
+/// let context = SledContext::new(SledContextOptions { budget, ..Default::default() })?;
 /// let dir = tempfile::tempdir()?;
 /// let a = SledEngine::open_in(&context, &dir.path().join("a"), EngineOptions::default())?;
 /// let b = SledEngine::open_in(&context, &dir.path().join("b"), EngineOptions::default())?;
@@ -107,16 +105,11 @@ impl SledContext {
     /// [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0; [`engine_api::Error::Backend`] when the thread
     /// cannot be started.
     pub fn new(settings: SledContextOptions) -> Result<Self> {
-        let cache_share = budget::cache_share(
-            BACKEND,
-            settings.max_buckets,
-            settings.cache_bytes,
-            MIN_CACHE_BYTES_PER_BUCKET,
-        )?;
+        let cache_share = settings.budget.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
         let flusher = settings.flush_every.map(Flusher::start).transpose()?;
         Ok(SledContext {
             inner: Arc::new(Inner {
-                budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
+                budget: BucketBudget::new(BACKEND, settings.budget.max_buckets, FDS_PER_BUCKET),
                 cache_share,
                 settings,
                 flusher,
@@ -127,15 +120,9 @@ impl SledContext {
     /// A context with the default settings admitting `buckets` buckets (the cache budget stays
     /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
     pub fn for_buckets(buckets: usize) -> Result<Self> {
-        let defaults = SledContextOptions::default();
         Self::new(SledContextOptions {
-            max_buckets: buckets.max(1),
-            cache_bytes: budget::cache_budget_for(
-                buckets,
-                defaults.cache_bytes,
-                MIN_CACHE_BYTES_PER_BUCKET,
-            ),
-            ..defaults
+            budget: CacheBudget::for_buckets(buckets, MIN_CACHE_BYTES_PER_BUCKET),
+            ..SledContextOptions::default()
         })
     }
 

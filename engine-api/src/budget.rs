@@ -46,34 +46,58 @@ pub struct ResourceBounds {
     pub memory_bytes: u64,
 }
 
-/// The cache share of each bucket when `cache_bytes` is split evenly among `max_buckets`, or
-/// [`Error::InvalidInput`] when that leaves less than `min_share` (or admits no bucket).
-pub fn cache_share(
-    backend: &'static str,
-    max_buckets: usize,
-    cache_bytes: u64,
-    min_share: u64,
-) -> Result<u64> {
-    if max_buckets == 0 {
-        return Err(Error::invalid(format!(
-            "a {backend} context must admit at least one bucket"
-        )));
-    }
-    let share = cache_bytes / max_buckets as u64;
-    if share < min_share {
-        return Err(Error::invalid(format!(
-            "a {backend} cache budget of {cache_bytes} bytes for {max_buckets} buckets leaves \
-             {share} bytes each, below the minimum of {min_share}; raise cache_bytes or lower \
-             max_buckets"
-        )));
-    }
-    Ok(share)
+/// A bucket budget whose page-cache budget is split evenly among the buckets it admits: the
+/// sizes of a sled or redb context. `Default` admits 1,024 buckets sharing 1 GiB (the engines'
+/// own default for one database), 1 MiB each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBudget {
+    /// The most buckets open at once; an open beyond it is [`Error::ResourceLimit`].
+    pub max_buckets: usize,
+    /// Page-cache budget of all buckets together, in bytes: each bucket gets
+    /// `cache_bytes / max_buckets`.
+    pub cache_bytes: u64,
 }
 
-/// The cache budget for a context sized for `buckets` buckets: `default_bytes`, or `min_share`
-/// for each bucket when that is more.
-pub fn cache_budget_for(buckets: usize, default_bytes: u64, min_share: u64) -> u64 {
-    default_bytes.max(min_share.saturating_mul(buckets.max(1) as u64))
+impl Default for CacheBudget {
+    fn default() -> Self {
+        CacheBudget {
+            max_buckets: 1024,
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
+impl CacheBudget {
+    /// The default budget admitting `buckets` buckets: the default cache budget, or `min_share`
+    /// for each bucket when that is more.
+    pub fn for_buckets(buckets: usize, min_share: u64) -> Self {
+        let buckets = buckets.max(1);
+        CacheBudget {
+            max_buckets: buckets,
+            cache_bytes: Self::default()
+                .cache_bytes
+                .max(min_share.saturating_mul(buckets as u64)),
+        }
+    }
+
+    /// Each bucket's cache share, or [`Error::InvalidInput`] when it would be below `min_share`
+    /// (or no bucket is admitted); `backend` names the context in the message.
+    pub fn share(&self, backend: &'static str, min_share: u64) -> Result<u64> {
+        if self.max_buckets == 0 {
+            return Err(Error::invalid(format!(
+                "a {backend} context must admit at least one bucket"
+            )));
+        }
+        let share = self.cache_bytes / self.max_buckets as u64;
+        if share < min_share {
+            return Err(Error::invalid(format!(
+                "a {backend} cache budget of {} bytes for {} buckets leaves {share} bytes each, \
+                 below the minimum of {min_share}; raise cache_bytes or lower max_buckets",
+                self.cache_bytes, self.max_buckets
+            )));
+        }
+        Ok(share)
+    }
 }
 
 /// How many buckets of one backend may be open at once and the descriptors each holds; cheap to
@@ -242,16 +266,20 @@ mod tests {
 
     #[test]
     fn cache_shares_split_the_budget_and_refuse_a_share_below_the_minimum() {
-        assert_eq!(cache_share("sled", 4, 1 << 20, 1 << 10).unwrap(), 1 << 18);
-        let err = cache_share("sled", 1000, 1 << 20, 64 << 10).unwrap_err();
+        let budget = |max_buckets, cache_bytes| CacheBudget {
+            max_buckets,
+            cache_bytes,
+        };
+        assert_eq!(budget(4, 1 << 20).share("sled", 1 << 10).unwrap(), 1 << 18);
+        let err = budget(1000, 1 << 20).share("sled", 64 << 10).unwrap_err();
         assert!(matches!(err, Error::InvalidInput(_)), "{err}");
         assert!(err.to_string().contains("1048 bytes each"), "{err}");
-        assert!(cache_share("redb", 0, 1 << 30, 1).is_err());
+        assert!(budget(0, 1 << 30).share("redb", 1).is_err());
         // Sized for the buckets: the default unless the minimum shares need more.
-        assert_eq!(cache_budget_for(10, 1 << 30, 64 << 10), 1 << 30);
+        assert_eq!(CacheBudget::for_buckets(10, 64 << 10), budget(10, 1 << 30));
         assert_eq!(
-            cache_budget_for(100_000, 1 << 30, 64 << 10),
-            100_000 * (64 << 10)
+            CacheBudget::for_buckets(100_000, 64 << 10),
+            budget(100_000, 100_000 * (64 << 10))
         );
     }
 
