@@ -159,6 +159,41 @@ pub fn run_against_reference<E: Engine>(engine: &E, steps: &[Step]) -> Result<()
     Ok(())
 }
 
+/// Hostile input to the value codec: `bytes` stored under `key` (the fuzz target `codec` and the
+/// property test below feed it). Decoding never panics; an entry that decodes re-encodes to
+/// exactly `bytes` in its own format version (so nothing else decodes: no damaged entry is
+/// accepted), and the tag the unchecked and checked readers see agrees with it.
+pub fn check_codec(key: &[u8], bytes: &[u8]) -> Result<(), String> {
+    use engine_api::codec::{self, Decoded};
+    let Ok(decoded) = codec::decode(key, bytes) else {
+        if codec::checked_tag(key, bytes).is_some() {
+            return Err("checked_tag accepts what decode refuses".to_string());
+        }
+        return Ok(());
+    };
+    let checked = bytes
+        .first()
+        .is_some_and(|&k| k == codec::KIND_VALUE_CHECKED || k == codec::KIND_TOMBSTONE_CHECKED);
+    let again = match (decoded, checked) {
+        (Decoded::Value { offset, payload }, true) => codec::encode_value(key, offset, payload),
+        (Decoded::Tombstone { offset }, true) => codec::encode_tombstone(key, offset).to_vec(),
+        (Decoded::Value { offset, payload }, false) => codec::encode_value_v1(offset, payload),
+        (Decoded::Tombstone { offset }, false) => codec::encode_tombstone_v1(offset).to_vec(),
+    };
+    if again != bytes {
+        return Err(format!(
+            "{decoded:?} decoded from {} bytes that are not its encoding ({} bytes)",
+            bytes.len(),
+            again.len()
+        ));
+    }
+    let tags = (codec::peek_tag(bytes), codec::checked_tag(key, bytes));
+    if tags != (Some(decoded.offset()), Some(decoded.offset())) {
+        return Err(format!("tags {tags:?} disagree with {decoded:?}"));
+    }
+    Ok(())
+}
+
 /// An outcome reduced to what must agree: the value, or the kind of error.
 fn outcome<T: std::fmt::Debug>(result: engine_api::Result<T>) -> String {
     match result {
@@ -202,6 +237,31 @@ mod tests {
         let r = &batch.records()[0];
         assert_eq!((r.key().len(), r.offset()), (MAX_KEY_LEN, 7));
         assert!(matches!(read[1], Step::Advance(5)));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 4096,
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// The codec fuzz target's check on stable: arbitrary bytes, and valid encodings with
+        /// one byte changed.
+        #[test]
+        fn the_codec_accepts_exactly_its_encodings(
+            key in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..8),
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+            offset in proptest::prelude::any::<u64>(),
+            flip in proptest::prelude::any::<(usize, u8)>(),
+        ) {
+            check_codec(&key, &bytes).map_err(proptest::test_runner::TestCaseError::fail)?;
+            let mut valid = engine_api::codec::encode_value(&key, offset, &bytes);
+            check_codec(&key, &valid).map_err(proptest::test_runner::TestCaseError::fail)?;
+            let at = flip.0 % valid.len();
+            valid[at] ^= flip.1.max(1);
+            check_codec(&key, &valid).map_err(proptest::test_runner::TestCaseError::fail)?;
+        }
     }
 
     #[test]
