@@ -44,6 +44,7 @@ use engine_api::rng::SplitMix64;
 use engine_api::{LocalLookup, WriteBatch};
 
 use crate::child::{self, Role};
+use crate::skip::notice;
 
 pub mod bucket;
 pub mod engine;
@@ -292,7 +293,10 @@ fn run(test_name: &str, child_main: impl FnOnce(ChildEnv)) {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
-    println!("{test_name}: {kills} kills, TIDEMARK_CRASH_SEED={seed}");
+    // Straight to stderr: CI shows it even when the test passes (libtest captures println!).
+    notice(&format!(
+        "CRASH {test_name}: {kills} kills, TIDEMARK_CRASH_SEED={seed}"
+    ));
     let tmp = tempfile::tempdir().expect("temporary directory");
     let dir = tmp.path().to_path_buf();
     let mut rng = SplitMix64::new(seed);
@@ -356,12 +360,12 @@ fn run(test_name: &str, child_main: impl FnOnce(ChildEnv)) {
         "{test_name}: the last check failed (seed {seed}):\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    println!(
-        "{test_name}: {kills} kills ({while_busy} right after a reclaim or lake notification \
+    notice(&format!(
+        "CRASH {test_name}: {kills} kills ({while_busy} right after a reclaim or lake notification \
          began), every reopen checked; applied end {} W {} at the last acknowledgement \
          (seed {seed})",
         acked.end, acked.watermark
-    );
+    ));
 }
 
 fn spawn(test_name: &str, env: &ChildEnv) -> std::process::Child {
