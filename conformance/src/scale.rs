@@ -73,9 +73,10 @@ pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // libtest may print the test's name on the same line first.
+    let prefix = format!("scale {}:", F::NAME);
     for line in stdout
         .lines()
-        .filter_map(|l| l.find("scale ").map(|at| &l[at..]))
+        .filter_map(|l| l.find(&prefix).map(|at| &l[at..]))
     {
         crate::skip::notice(line);
     }
