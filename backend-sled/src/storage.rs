@@ -52,7 +52,9 @@ pub(crate) struct SledStorage {
     /// Makes the next flush fail, to test the failed state without a failing disk.
     #[cfg(test)]
     pub(crate) fail_next_flush: AtomicBool,
-    /// This bucket's share of the context's budget, given back once sled's files are closed.
+    /// This bucket's share of the context's budget, given back when the storage drops (sled's
+    /// background threads, and the flusher through one flush, may hold the log a moment longer;
+    /// a reopen waits for it, see the `registry` module).
     _lease: BucketLease,
     /// Keeps the flusher thread (and the budget) alive while the bucket is open.
     _context: SledContext,

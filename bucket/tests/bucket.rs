@@ -11,7 +11,7 @@ use std::time::Duration;
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, MemoryEngine, Record, WriteBatch};
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{
-    BucketId, HistoricalBucket, LakeSnapshot, MemoryLake, Progress, ReclaimScheduler,
+    BucketId, HistoricalBucket, LakeSnapshot, LakeTimeouts, MemoryLake, Progress, ReclaimScheduler,
     SchedulerConfig,
 };
 
@@ -340,4 +340,31 @@ async fn a_storm_of_notifications_coalesces_to_the_latest() {
     // 1 unless the first to run after the held one happened to be the newest one's own caller.
     assert!(stats.coalesced_notifications <= 1, "{stats:?}");
     assert_eq!(stats.ignored_notifications, STORM - 1, "{stats:?}");
+}
+
+#[test]
+fn lake_calls_on_a_runtime_without_timers_are_an_error_not_a_panic() {
+    // A runtime without tokio's time driver: timed lake calls cannot run there.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let lake = Arc::new(MemoryLake::new());
+        let bucket = HistoricalBucket::new(memory(0), lake.clone());
+        let err = bucket.recover(LakeSnapshot::default()).await;
+        // The empty lake needs no refresh; a local miss asks the lake, which needs a timer.
+        assert!(err.is_ok(), "{err:?}");
+        let err = bucket.lookup(b"absent").await.unwrap_err();
+        assert!(matches!(err, Error::Unsupported(_)), "{err}");
+        assert!(err.to_string().contains("enable_time"), "{err}");
+        // Unbounded timeouts need no timer.
+        let unbounded = LakeTimeouts::default()
+            .with_refresh(Duration::MAX)
+            .with_lookup(Duration::MAX);
+        let bucket = HistoricalBucket::new(memory(0), lake.clone())
+            .with_lake_timeouts(unbounded)
+            .unwrap();
+        bucket.recover(LakeSnapshot::default()).await.unwrap();
+        assert_eq!(bucket.lookup(b"absent").await.unwrap(), None);
+    });
 }

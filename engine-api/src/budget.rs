@@ -184,6 +184,8 @@ impl BucketBudget {
     }
 
     /// Refuses when the open descriptors plus this bucket's and the reserve exceed the soft limit.
+    /// Best effort: it reads the process's count now, so opens racing for the last descriptors
+    /// may all pass; it turns the common case into a clear error at open, it reserves nothing.
     fn check_fds(&self, path: &Path) -> Result<()> {
         let limit = process::fd_limit();
         let (Some(soft), Some(open_fds)) = (limit.soft, process::open_fds()) else {

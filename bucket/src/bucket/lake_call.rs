@@ -3,6 +3,7 @@
 //! and recovery (which hold the bucket's progress lock) forever.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use super::HistoricalBucket;
@@ -13,7 +14,8 @@ use engine_api::error::{Error, Result};
 /// [`Error::Lake`]. `Default` gives the documented defaults; `Duration::MAX` waits forever.
 ///
 /// The timeouts need a tokio runtime with its time driver enabled (`enable_time` or
-/// `enable_all`), as the reclaim scheduler does.
+/// `enable_all`): without it a timed lake call is [`Error::Unsupported`], never a panic; a
+/// timeout of `Duration::MAX` uses no timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LakeTimeouts {
@@ -102,7 +104,22 @@ impl HistoricalBucket {
             LakeCall::Refresh => self.lake_timeouts.refresh,
             LakeCall::Lookup => self.lake_timeouts.lookup,
         };
-        match tokio::time::timeout(timeout, future).await {
+        if timeout == Duration::MAX {
+            // Unbounded: no timer, so this also runs on a runtime without tokio's time driver.
+            return future.await;
+        }
+        // tokio panics when the runtime has no time driver; that is the host's configuration,
+        // so it is an error here, not a panic through the host's task.
+        let bounded =
+            std::panic::catch_unwind(AssertUnwindSafe(|| tokio::time::timeout(timeout, future)))
+                .map_err(|_| {
+                    Error::Unsupported(
+                "lake timeouts need tokio's time driver: build the runtime with `enable_time` \
+                 (or `enable_all`), or set both LakeTimeouts to Duration::MAX"
+                    .to_string(),
+            )
+                })?;
+        match bounded.await {
             Ok(result) => result,
             Err(elapsed) => {
                 bump(&self.counters.lake_timeouts);

@@ -18,7 +18,9 @@ fn is_injected(e: &Error) -> bool {
     matches!(e, Error::Io(io) if io.to_string().contains("injected fault"))
 }
 
-/// An `apply` whose commit fails (as on a full disk) returns the error and writes nothing: the
+/// An `apply` whose commit fails (an I/O error injected where the skeleton calls the storage's
+/// commit, before it writes, as a full disk refuses a write) returns the error and writes nothing:
+/// the
 /// applied end, the counters and every key are as before, also after a reopen; the retried
 /// batch then applies once.
 pub fn failed_commit_writes_nothing<F: EngineFactory>(factory: F) {

@@ -27,6 +27,9 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
 fn child_main<F: EngineFactory>(factory: &F, env: ChildEnv) {
     let seed = env.seed;
     let acked = env.acked;
+    // libtest has printed "test <name> ... " without a newline: end that line, so the first
+    // report line the parent reads starts with its own word.
+    println!();
     let engine = open_store(factory, &env.dir);
     let (end, w) = (engine.applied_end(), engine.watermark());
     check_progress(end, w, seed, acked);

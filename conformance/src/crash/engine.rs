@@ -17,6 +17,9 @@ pub fn run<F: EngineFactory>(test_name: &str, factory: &F) {
 
 /// The child: reopen, check against what was acknowledged, then write until killed.
 fn child_main<F: EngineFactory>(factory: &F, env: ChildEnv) {
+    // libtest has printed "test <name> ... " without a newline: end that line, so the first
+    // report line the parent reads starts with its own word.
+    println!();
     let engine = open_store(factory, &env.dir);
     check_reopened(&engine, env.seed, env.acked);
     println!("VERIFIED {} {}", engine.applied_end(), engine.watermark());

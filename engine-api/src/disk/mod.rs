@@ -309,7 +309,16 @@ impl<S: Storage> DiskEngine<S> {
         self.inject(crate::fault::FaultPoint::Watermark)?;
         self.storage
             .persist_meta(MetaKey::Watermark, reached.watermark)?;
-        self.record_high_water(reached)
+        // `W` is durable in the store now, so the call must report it moved and publish it (a
+        // failure here would tell the caller "not moved" about a `W` a reopen shows, and let a
+        // smaller advance write it backwards). The record is only a lower bound checked at open:
+        // a failed write keeps the previous one, and the next watermark change, flush or close
+        // writes it again.
+        if let Err(e) = self.record_high_water(reached) {
+            tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
+                "could not write the high-water record after a watermark change; kept the previous one");
+        }
+        Ok(())
     }
 
     /// Refuses `operation` on a store opened read-only, or one whose storage can no longer
