@@ -233,6 +233,13 @@ impl RocksDbContext {
     pub(crate) fn options(&self) -> Options {
         self.inner.base.clone()
     }
+
+    /// A copy of the options every bucket's database starts from (sharing the block cache, the
+    /// memtable budget, the rate limiter and the thread pools): for a raw RocksDB baseline tuned
+    /// exactly like the buckets, so a benchmark compares Tidemark's bookkeeping, not tuning.
+    pub fn db_options(&self) -> Options {
+        self.options()
+    }
 }
 
 fn to_c_int(v: u32) -> i32 {

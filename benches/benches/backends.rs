@@ -7,24 +7,28 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use tidemark::{Backend, Engine, EngineOptions};
-use tidemark_benches::{BATCH, KEYS, RawRedb, RawRocks, RawSled, RawStore, batch, key};
+use tidemark::{Backend, BackendConfig, Engine, EngineOptions};
+use tidemark_benches::{BATCH, KEYS, RawRedb, RawRocks, RawSled, RawStore, batch, config, key};
 
 fn options() -> EngineOptions {
     // Raw baselines do not sync either; this compares bookkeeping, not fsync latency.
     EngineOptions::default().with_sync_writes(false)
 }
 
-fn raw_stores(dir: &Path) -> Vec<(&'static str, Box<dyn RawStore>)> {
+/// The raw baselines, each with the tuning of its backend's buckets in `config`.
+fn raw_stores(config: &BackendConfig, dir: &Path) -> Vec<(&'static str, Box<dyn RawStore>)> {
     vec![
         (
             "raw-sled",
-            Box::new(RawSled::open(&dir.join("raw-sled"))) as Box<dyn RawStore>,
+            Box::new(RawSled::open(config, &dir.join("raw-sled"))) as Box<dyn RawStore>,
         ),
-        ("raw-redb", Box::new(RawRedb::open(&dir.join("raw.redb")))),
+        (
+            "raw-redb",
+            Box::new(RawRedb::open(config, &dir.join("raw.redb"))),
+        ),
         (
             "raw-rocksdb",
-            Box::new(RawRocks::open(&dir.join("raw-rocksdb"))),
+            Box::new(RawRocks::open(config, &dir.join("raw-rocksdb"))),
         ),
     ]
 }
@@ -46,10 +50,11 @@ fn prefill_raw(raw: &dyn RawStore) {
 
 fn bench_apply(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
+    let config = config();
     let mut group = c.benchmark_group("apply-100");
     for backend in Backend::compiled() {
         let engine = backend
-            .open(&dir.path().join(backend.name()), options())
+            .open_with(&dir.path().join(backend.name()), options(), &config)
             .unwrap();
         let mut n = 0u64;
         group.bench_function(backend.name(), |b| {
@@ -59,7 +64,7 @@ fn bench_apply(c: &mut Criterion) {
             })
         });
     }
-    for (name, raw) in raw_stores(dir.path()) {
+    for (name, raw) in raw_stores(&config, dir.path()) {
         let mut n = 0u64;
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -73,10 +78,11 @@ fn bench_apply(c: &mut Criterion) {
 
 fn bench_lookup(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
+    let config = config();
     let mut group = c.benchmark_group("lookup");
     for backend in Backend::compiled() {
         let engine = backend
-            .open(&dir.path().join(backend.name()), options())
+            .open_with(&dir.path().join(backend.name()), options(), &config)
             .unwrap();
         prefill(engine.as_ref());
         let mut i = 0u64;
@@ -87,7 +93,7 @@ fn bench_lookup(c: &mut Criterion) {
             })
         });
     }
-    for (name, raw) in raw_stores(dir.path()) {
+    for (name, raw) in raw_stores(&config, dir.path()) {
         prefill_raw(raw.as_ref());
         let mut i = 0u64;
         group.bench_function(name, |b| {
@@ -102,6 +108,7 @@ fn bench_lookup(c: &mut Criterion) {
 
 fn bench_reclaim(c: &mut Criterion) {
     let root = tempfile::tempdir().unwrap();
+    let config = config();
     let mut group = c.benchmark_group("reclaim-10pct-of-20k");
     group.sample_size(10);
     for backend in Backend::compiled() {
@@ -111,7 +118,7 @@ fn bench_reclaim(c: &mut Criterion) {
                 || {
                     run += 1;
                     let path = root.path().join(format!("{}-{run}", backend.name()));
-                    let engine = backend.open(&path, options()).unwrap();
+                    let engine = backend.open_with(&path, options(), &config).unwrap();
                     prefill(engine.as_ref());
                     // Cover the oldest tenth of the stream.
                     engine

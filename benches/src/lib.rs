@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use engine_api::WriteBatch;
+use tidemark::BackendConfig;
 
 /// Keys in the benchmark key space.
 pub const KEYS: u64 = 10_000;
@@ -54,13 +55,23 @@ fn for_each_put(batch: &WriteBatch, mut put: impl FnMut(&[u8], &[u8])) {
     }
 }
 
-/// Raw RocksDB with default options.
+/// Buckets the benchmarks open at once: their contexts are sized for this many, and each raw
+/// baseline gets the same cache share as one bucket.
+pub const BENCH_BUCKETS: usize = 4;
+
+/// The backend configuration every benchmark opens its buckets with (and whose tuning the raw
+/// baselines copy): each disk backend's context sized for [`BENCH_BUCKETS`].
+pub fn config() -> BackendConfig {
+    BackendConfig::for_buckets(BENCH_BUCKETS).unwrap()
+}
+
+/// Raw RocksDB, tuned exactly like the buckets (the options of the shared context).
 pub struct RawRocks(rocksdb::DB);
 
 impl RawRocks {
-    /// Opens a raw RocksDB at `path`.
-    pub fn open(path: &Path) -> Self {
-        let mut opts = rocksdb::Options::default();
+    /// Opens a raw RocksDB at `path` with the options of `config`'s RocksDB context.
+    pub fn open(config: &BackendConfig, path: &Path) -> Self {
+        let mut opts = config.rocksdb.as_ref().unwrap().db_options();
         opts.create_if_missing(true);
         RawRocks(rocksdb::DB::open(&opts, path).unwrap())
     }
@@ -79,13 +90,19 @@ impl RawStore for RawRocks {
     }
 }
 
-/// Raw sled.
+/// Raw sled with a bucket's cache share.
 pub struct RawSled(sled::Db);
 
 impl RawSled {
-    /// Opens a raw sled database at `path`.
-    pub fn open(path: &Path) -> Self {
-        RawSled(sled::open(path).unwrap())
+    /// Opens a raw sled database at `path` with the cache share of `config`'s sled context.
+    pub fn open(config: &BackendConfig, path: &Path) -> Self {
+        let cache = config.sled.as_ref().unwrap().cache_bytes_per_bucket();
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache)
+            .open()
+            .unwrap();
+        RawSled(db)
     }
 }
 
@@ -106,9 +123,12 @@ const RAW_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::ne
 pub struct RawRedb(redb::Database);
 
 impl RawRedb {
-    /// Creates a raw redb file at `path`.
-    pub fn open(path: &Path) -> Self {
-        RawRedb(redb::Database::create(path).unwrap())
+    /// Creates a raw redb file at `path` with the cache share of `config`'s redb context.
+    pub fn open(config: &BackendConfig, path: &Path) -> Self {
+        let cache = config.redb.as_ref().unwrap().cache_bytes_per_bucket();
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(usize::try_from(cache).unwrap());
+        RawRedb(builder.create(path).unwrap())
     }
 }
 

@@ -30,8 +30,7 @@ use clap::Parser;
 use engine_api::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, MemoryLake, ReclaimScheduler, SchedulerConfig};
 use tidemark::{
-    Backend, BackendConfig, Engine, EngineHandle, EngineOptions, ReclaimReport, Result, WriteBatch,
-    forward_engine,
+    Backend, Engine, EngineHandle, EngineOptions, ReclaimReport, Result, WriteBatch, forward_engine,
 };
 
 #[derive(Debug, Parser)]
@@ -64,7 +63,7 @@ fn filled(backend: Backend, dir: &Path, n: u64) -> Result<EngineHandle> {
     let engine = backend.open_with(
         dir,
         EngineOptions::default().with_sync_writes(false),
-        &BackendConfig::default(),
+        &tidemark_benches::config(),
     )?;
     let mut rng = SplitMix64::new(n ^ 0x5EED);
     for first in (0..n).step_by(WRITE_BATCH as usize) {
