@@ -6,6 +6,8 @@
 //! - [`FaultPoint::Commit`]: the commit of an `apply` fails as a full disk would, before the
 //!   storage writes anything; the engine must publish nothing and count nothing.
 //! - [`FaultPoint::Watermark`]: the durable write of a watermark change fails; `W` must not move.
+//! - [`FaultPoint::HighWater`]: the high-water record after a durable watermark change fails to
+//!   be written; the change must still be reported and published (the record is a lower bound).
 //! - [`FaultPoint::Reclaim`]: a reclaim fails **midway**: the storage first really removes the
 //!   entries below half the threshold (the chunks or the compaction that ran before the fault),
 //!   then the call returns the error; every entry at or above that point must be intact, and
@@ -22,6 +24,9 @@ pub enum FaultPoint {
     Commit,
     /// The durable write of `W`.
     Watermark,
+    /// The high-water record written after a watermark change (once `W` is durable in the
+    /// store): the change must still be reported and published.
+    HighWater,
     /// A reclaim, after part of its work.
     Reclaim,
 }
@@ -31,6 +36,7 @@ pub enum FaultPoint {
 pub struct Faults {
     commit: AtomicU64,
     watermark: AtomicU64,
+    high_water: AtomicU64,
     reclaim: AtomicU64,
 }
 
@@ -64,6 +70,7 @@ impl Faults {
         match point {
             FaultPoint::Commit => &self.commit,
             FaultPoint::Watermark => &self.watermark,
+            FaultPoint::HighWater => &self.high_water,
             FaultPoint::Reclaim => &self.reclaim,
         }
     }

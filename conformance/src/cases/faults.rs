@@ -58,6 +58,8 @@ pub fn failed_commit_writes_nothing<F: EngineFactory>(factory: F) {
 
 /// A watermark change whose durable write fails returns the error and moves nothing: `W` is
 /// unchanged (a reclaim removes nothing more, a reopen restores the old `W`); a retry moves it.
+/// One whose write succeeded but whose high-water record could not be written is reported and
+/// published, and survives a reopen.
 pub fn failed_watermark_write_keeps_w<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
     let e = h.engine();
@@ -80,6 +82,15 @@ pub fn failed_watermark_write_keeps_w<F: EngineFactory>(factory: F) {
     }
     let update = h.engine().advance_watermark(15).unwrap();
     assert!(update.moved && update.current == 15, "{update:?}");
+    // Durable in the store but the high-water record not written: still moved and published,
+    // and a reopen finds the store ahead of its record (a lower bound), not rolled back.
+    faults(&h).fail_next(FaultPoint::HighWater, 1);
+    let update = h.engine().advance_watermark(18).unwrap();
+    assert!(update.moved && update.current == 18, "{update:?}");
+    assert_eq!(h.engine().watermark(), 18);
+    if h.capabilities().reopen {
+        assert_eq!(h.reopen().watermark(), 18);
+    }
 }
 
 /// A reclaim that fails midway (after it removed part of the covered entries) returns the error

@@ -314,7 +314,10 @@ impl<S: Storage> DiskEngine<S> {
         // smaller advance write it backwards). The record is only a lower bound checked at open:
         // a failed write keeps the previous one, and the next watermark change, flush or close
         // writes it again.
-        if let Err(e) = self.record_high_water(reached) {
+        let recorded = self
+            .inject(crate::fault::FaultPoint::HighWater)
+            .and_then(|()| self.record_high_water(reached));
+        if let Err(e) = recorded {
             tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
                 "could not write the high-water record after a watermark change; kept the previous one");
         }
