@@ -32,6 +32,7 @@ fn child_main<F: EngineFactory>(factory: &F, env: ChildEnv) {
     println!();
     let engine = open_store(factory, &env.dir);
     let (end, w) = (engine.applied_end(), engine.watermark());
+    // The keys are checked after the replay, against the model at the WAL's end.
     check_progress(end, w, seed, acked);
     let mut lake = PersistedLake::open(&env.dir, seed);
     let committed = lake.lake().latest().unwrap_or_default();

@@ -5,8 +5,8 @@ use engine_api::rng::SplitMix64;
 use engine_api::{Engine, LocalLookup};
 
 use super::{
-    Acknowledged, ChildEnv, KEYS, batch_at, check_progress, expected_lookup, model_below,
-    open_store, to_write_batch,
+    Acknowledged, ChildEnv, KEYS, batch_at, check_progress, expected_lookup, open_store,
+    to_write_batch,
 };
 use crate::factory::EngineFactory;
 
@@ -55,10 +55,9 @@ fn child_main<F: EngineFactory>(factory: &F, env: ChildEnv) {
 fn check_reopened<E: Engine>(engine: &E, seed: u64, acked: Acknowledged) {
     let end = engine.applied_end();
     let w = engine.watermark();
-    check_progress(end, w, seed, acked);
+    let model = check_progress(end, w, seed, acked);
     // Without an adopted lake end, W never exceeds the applied end: replay starts at the latter.
     assert_eq!(end.max(w), end, "the WAL replay offset is the applied end");
-    let model = model_below(seed, end);
     for k in 0..KEYS {
         let found = engine
             .lookup(&super::key(k))

@@ -218,14 +218,10 @@ fn model_below(seed: u64, end: u64) -> Model {
     model
 }
 
-/// The end of the first batch ending after `offset` (the batch in flight after a kill whose last
-/// acknowledged applied end is `offset`).
+/// The end of the batch that starts at the batch boundary `offset` (the batch in flight after a
+/// kill whose last acknowledged applied end is `offset`; every acknowledged end is a boundary).
 fn next_boundary(seed: u64, offset: u64) -> u64 {
-    model_below(seed, offset + 1)
-        .boundaries
-        .last()
-        .copied()
-        .unwrap_or(0)
+    offset + batch_at(seed, offset).len() as u64
 }
 
 #[derive(Debug, Default)]
@@ -257,8 +253,9 @@ fn expected_lookup(model: &Model, k: u64) -> LocalLookup {
     }
 }
 
-/// The checks every reopen makes of the applied end and `W` (module docs): returns them.
-fn check_progress(end: u64, w: u64, seed: u64, acked: Acknowledged) {
+/// The checks every reopen makes of the applied end and `W` (module docs); returns the model of
+/// the stream below the applied end, which the caller checks the keys against.
+fn check_progress(end: u64, w: u64, seed: u64, acked: Acknowledged) -> Model {
     let in_flight = next_boundary(seed, acked.end);
     assert!(
         end == acked.end || (end == in_flight && end > acked.end),
@@ -266,8 +263,9 @@ fn check_progress(end: u64, w: u64, seed: u64, acked: Acknowledged) {
          {in_flight} (seed {seed})",
         acked.end
     );
+    let model = model_below(seed, end);
     assert_eq!(
-        model_below(seed, end).end(),
+        model.end(),
         end,
         "applied end {end} is not a batch boundary: a batch was half applied (seed {seed})"
     );
@@ -277,6 +275,7 @@ fn check_progress(end: u64, w: u64, seed: u64, acked: Acknowledged) {
         acked.watermark,
         acked.max_requested
     );
+    model
 }
 
 /// The kill loop, shared by both variants: `kills` SIGKILLs of children writing to one store,
