@@ -229,16 +229,12 @@ impl RocksDbContext {
         self.inner.write_buffers.get_usage()
     }
 
-    /// A copy of the base options: shares the cache, budget, limiter and `Env`.
-    pub(crate) fn options(&self) -> Options {
-        self.inner.base.clone()
-    }
-
     /// A copy of the options every bucket's database starts from (sharing the block cache, the
-    /// memtable budget, the rate limiter and the thread pools): for a raw RocksDB baseline tuned
-    /// exactly like the buckets, so a benchmark compares Tidemark's bookkeeping, not tuning.
+    /// memtable budget, the rate limiter and the thread pools): the buckets' own, and a raw RocksDB
+    /// baseline's tuned exactly like them, so a benchmark compares Tidemark's bookkeeping, not
+    /// tuning.
     pub fn db_options(&self) -> Options {
-        self.options()
+        self.inner.base.clone()
     }
 }
 

@@ -85,7 +85,7 @@ impl RocksDbStorage {
         ));
         let filter_counters = Arc::new(FilterCounters::default());
 
-        let mut db_opts = context.options();
+        let mut db_opts = context.db_options();
         db_opts.create_if_missing(mode.creates());
         db_opts.create_missing_column_families(mode.creates());
         // A damaged log must not be replayed up to the damage and served as the whole store:
@@ -95,13 +95,13 @@ impl RocksDbStorage {
         // not see (a log cut at a record boundary, or zeroed) the high-water record bounds.
         db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
         db_opts.set_track_and_verify_wals_in_manifest(true);
-        let mut data_opts = context.options();
+        let mut data_opts = context.db_options();
         data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
         data_opts.set_compaction_filter_factory(
             watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
                 .with_counters(Arc::clone(&filter_counters)),
         );
-        let mut meta_opts = context.options();
+        let mut meta_opts = context.db_options();
         meta_opts.set_write_buffer_size(256 << 10);
         let families = [
             ColumnFamilyDescriptor::new(DATA_CF, data_opts),
