@@ -104,12 +104,10 @@ pub fn run<F: ScaleFactory>(factory: &F, buckets: usize) {
     let options = EngineOptions::default().with_sync_writes(false);
 
     let mut engines = Vec::with_capacity(buckets);
-    if needed <= DEFAULT_SOFT_FD_LIMIT {
-        process::set_fd_soft_limit(DEFAULT_SOFT_FD_LIMIT).expect("lower the soft fd limit");
-    } else {
+    process::set_fd_soft_limit(DEFAULT_SOFT_FD_LIMIT).expect("lower the soft fd limit");
+    if needed > DEFAULT_SOFT_FD_LIMIT {
         // Does not fit the default: the open that would exceed it must say so, not fail inside
         // the engine. Then raise the limit as the message says and continue with what is open.
-        process::set_fd_soft_limit(DEFAULT_SOFT_FD_LIMIT).expect("lower the soft fd limit");
         let refused = loop {
             let i = engines.len();
             assert!(

@@ -384,17 +384,19 @@ mod tests {
             OpenMode::MustExist,
             OpenMode::ReadOnly,
         ];
+        let check = |mode| {
+            check_engine_file(
+                dir,
+                &file,
+                "redb database file",
+                FileStart::Header,
+                mode,
+                true,
+            )
+        };
         let assert_damaged = |needle: &str| {
             for mode in modes {
-                let err = check_engine_file(
-                    dir,
-                    &file,
-                    "redb database file",
-                    FileStart::Header,
-                    mode,
-                    true,
-                )
-                .unwrap_err();
+                let err = check(mode).unwrap_err();
                 assert!(matches!(err, Error::Damaged { .. }), "{err}");
                 assert!(err.to_string().contains(needle), "{err}");
                 assert!(err.to_string().contains("bucket.redb"), "{err}");
@@ -409,15 +411,7 @@ mod tests {
         header[4095] = 1;
         fs::write(&file, header).unwrap();
         for mode in modes {
-            check_engine_file(
-                dir,
-                &file,
-                "redb database file",
-                FileStart::Header,
-                mode,
-                true,
-            )
-            .unwrap();
+            check(mode).unwrap();
         }
         // A log may begin with zeroed, freed segments: only an empty one is damage.
         fs::write(&file, vec![0u8; 10_000]).unwrap();
