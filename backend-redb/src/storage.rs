@@ -6,7 +6,7 @@ use engine_api::batch::Record;
 use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::sweeper::{self, index_key};
+use engine_api::sweeper::{self, ChunkSizer, index_key};
 use engine_api::verify::Verifier;
 use engine_api::{EngineOptions, Result};
 use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
@@ -22,7 +22,8 @@ use crate::tables::{BY_OFFSET, DATA, META};
 pub(crate) struct RedbStorage {
     db: RedbDb,
     file: PathBuf,
-    sweep_chunk_rows: usize,
+    /// How each sweep sizes its chunks (`sweep_chunk_rows`, `sweep_chunk_time`).
+    chunks: ChunkSizer,
     /// This bucket's share of its context's budget, given back after the file is closed.
     _lease: BucketLease,
 }
@@ -48,7 +49,7 @@ impl RedbStorage {
         Ok(RedbStorage {
             db,
             file,
-            sweep_chunk_rows: options.sweep_chunk_rows,
+            chunks: options.chunk_sizer(usize::MAX),
             _lease: lease,
         })
     }
@@ -231,14 +232,17 @@ impl Storage for RedbStorage {
         read(stored.as_ref().map(|guard| guard.value()))
     }
 
-    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
+    fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.file_bytes()?;
         let chunker = RedbChunker {
             db: self.writable("reclaim")?,
         };
-        let totals = sweeper::sweep(&chunker, request.threshold, self.sweep_chunk_rows)?;
+        let totals = sweeper::sweep(&chunker, request.threshold, self.chunks, request.turns)?;
         if totals.chunks > 0 {
-            // One fsync for the whole sweep, which also releases the freed pages for reuse.
+            // One durable commit for the whole sweep, which also releases the freed pages for
+            // reuse; its pages written back first, so writers wait for a short fsync only.
+            // Promises nothing: the commit syncs anyway and reports its own failure.
+            let _ = self.prepare_durable();
             self.durable_barrier()?;
         }
         Ok(ReclaimWork {
@@ -268,6 +272,13 @@ impl Storage for RedbStorage {
     fn flush(&self) -> Result<()> {
         // Always cheap enough, and it also covers the sweeper's and `insert_raw`'s commits.
         self.durable_barrier()
+    }
+
+    /// Syncs the file through a descriptor of its own, outside redb's write lock: the pages
+    /// written since the last durable commit reach the disk while writers go on, so the durable
+    /// commit that follows (which holds that lock through its own fsync) is short.
+    fn prepare_durable(&self) -> Result<()> {
+        Ok(std::fs::File::open(&self.file)?.sync_data()?)
     }
 
     /// Both tables in one read transaction: every data row decodes below the applied end and

@@ -388,7 +388,7 @@ impl Storage for RocksDbStorage {
     /// covers. A purge (`reclaim_below`) puts its threshold in the filter for the duration of
     /// the call (see [`WatermarkThreshold::purge_below`]); a plain reclaim's threshold is the
     /// filter's own `W − D`.
-    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
+    fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         // Held for the whole compaction; dropping it restores `W − D`.
         let _purge = request
             .purge
@@ -409,6 +409,12 @@ impl Storage for RocksDbStorage {
 
     fn flush(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(rocks_err)
+    }
+
+    /// Syncs the log alongside the writers, so the synced write of a watermark change has only
+    /// its own record to sync.
+    fn prepare_durable(&self) -> Result<()> {
+        self.flush()
     }
 
     /// Flushes the memtables into table files (and the log), so a cleanly closed store reopens

@@ -154,14 +154,14 @@ impl SledEngine {
                 .path(&db_dir)
                 .cache_capacity(context.cache_bytes_per_bucket())
                 .flush_every_ms(None);
-            let chunk_rows = init.options.sweep_chunk_rows.clamp(1, MAX_SWEEP_CHUNK_ROWS);
+            let chunks = init.options.chunk_sizer(MAX_SWEEP_CHUNK_ROWS);
             SledStorage::open(
                 context,
                 lease,
                 init.dir,
                 &db_dir,
                 &config,
-                chunk_rows,
+                chunks,
                 mode.writes(),
             )
         })?;

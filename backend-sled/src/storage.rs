@@ -16,7 +16,7 @@ use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
 use engine_api::disk::meta::{decode_u64, encode_u64};
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::sweeper::{self, index_key};
+use engine_api::sweeper::{self, ChunkSizer, index_key};
 use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
@@ -41,9 +41,9 @@ pub(crate) struct SledStorage {
     data: sled::Tree,
     by_offset: sled::Tree,
     meta: sled::Tree,
-    /// Rows per sweep chunk: `sweep_chunk_rows` already capped at
-    /// [`MAX_SWEEP_CHUNK_ROWS`](crate::MAX_SWEEP_CHUNK_ROWS).
-    sweep_chunk_rows: usize,
+    /// How each sweep sizes its chunks: `sweep_chunk_rows` already capped at
+    /// [`MAX_SWEEP_CHUNK_ROWS`](crate::MAX_SWEEP_CHUNK_ROWS), and `sweep_chunk_time`.
+    chunks: ChunkSizer,
     /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
     live_entries: AtomicU64,
     /// Set when a flush after a committed write failed; see [`Error::StoreFailed`].
@@ -87,7 +87,7 @@ impl SledStorage {
         dir: &Path,
         db_dir: &Path,
         config: &sled::Config,
-        sweep_chunk_rows: usize,
+        chunks: ChunkSizer,
         writes: bool,
     ) -> Result<Self> {
         let (db, open_store) = registry::open(dir, db_dir, config)?;
@@ -102,7 +102,7 @@ impl SledStorage {
             data,
             by_offset,
             meta: meta_tree,
-            sweep_chunk_rows,
+            chunks,
             live_entries: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             chunk_hook: Mutex::new(None),
@@ -149,9 +149,9 @@ impl SledStorage {
         .map(drop)
     }
 
-    /// The rows per sweep chunk in use.
+    /// The most rows per sweep chunk in use.
     pub(crate) fn sweep_chunk_rows(&self) -> usize {
-        self.sweep_chunk_rows
+        self.chunks.max_rows()
     }
 
     /// sled's own figure for the bytes its files occupy.
@@ -331,7 +331,7 @@ impl Storage for SledStorage {
     /// The shared sweeper in chunks of at most `MAX_SWEEP_CHUNK_ROWS` rows, each its own short
     /// transaction, so writers wait for one chunk at most. A reclaim does not flush: losing its
     /// removals in a crash only means the same covered entries are removed again.
-    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork> {
+    fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.size_on_disk()?;
         let hook = engine_api::sync::lock(&self.chunk_hook, "sled chunk hook")?.clone();
         let chunker = Chunker {
@@ -341,7 +341,7 @@ impl Storage for SledStorage {
             live_entries: &self.live_entries,
             hook: hook.as_ref(),
         };
-        let totals = sweeper::sweep(&chunker, request.threshold, self.sweep_chunk_rows)?;
+        let totals = sweeper::sweep(&chunker, request.threshold, self.chunks, request.turns)?;
         Ok(ReclaimWork {
             values_removed: totals.values_removed,
             tombstones_removed: totals.tombstones_removed,
@@ -369,6 +369,13 @@ impl Storage for SledStorage {
     /// fail the store (a retry flushes).
     fn flush(&self) -> Result<()> {
         self.flush_db().map_err(sled_error)
+    }
+
+    /// sled flushes alongside its writers, so the flush of a watermark change has less to do.
+    /// (Straight to sled: the injected flush failure of the tests is meant for the durable flush
+    /// that follows.)
+    fn prepare_durable(&self) -> Result<()> {
+        self.db.flush().map(drop).map_err(sled_error)
     }
 
     /// Walks `data` (each row's index row looked up in `by_offset`), then `by_offset` (each

@@ -58,7 +58,9 @@ fn applies_commit_between_the_chunks_of_one_reclaim() {
     let tmp = tempfile::tempdir().unwrap();
     let options = EngineOptions::default()
         .with_sync_writes(false)
-        .with_sweep_chunk_rows(CHUNK as usize);
+        .with_sweep_chunk_rows(CHUNK as usize)
+        // Chunks of exactly CHUNK rows, not sized by time: the test counts them.
+        .with_sweep_chunk_time(None);
     let engine = Arc::new(SledEngine::open(tmp.path(), options).unwrap());
     let mut batch = WriteBatch::new();
     for offset in 0..COVERED {
@@ -139,7 +141,9 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
     let tmp = tempfile::tempdir().unwrap();
     let options = EngineOptions::default()
         .with_sync_writes(false)
-        .with_sweep_chunk_rows(SWEEP_CHUNK as usize);
+        .with_sweep_chunk_rows(SWEEP_CHUNK as usize)
+        // Full chunks of SWEEP_CHUNK rows, so the pause after the first one is mid-sweep.
+        .with_sweep_chunk_time(None);
     let engine = Arc::new(SledEngine::open(tmp.path(), options).unwrap());
     // The writer runs on its own thread but only up to `budget` batches, so every round does a
     // fixed amount of work however the threads are scheduled.

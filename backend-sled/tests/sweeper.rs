@@ -12,7 +12,9 @@ fn small_chunks_reclaim_everything_covered() {
     let tmp = tempfile::tempdir().unwrap();
     let options = EngineOptions::default()
         .with_sync_writes(false)
-        .with_sweep_chunk_rows(7);
+        .with_sweep_chunk_rows(7)
+        // Chunks of exactly 7 rows, not sized by time: the test counts them.
+        .with_sweep_chunk_time(None);
     let engine = SledEngine::open(tmp.path(), options).unwrap();
     engine.apply(&puts(0, 100)).unwrap();
     engine.advance_watermark(50).unwrap();
@@ -110,8 +112,12 @@ fn corrupt_values_are_kept_and_counted() {
 #[test]
 fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_process() {
     let tmp = tempfile::tempdir().unwrap();
-    // The default asks for 4096 rows per chunk; sled uses at most MAX_SWEEP_CHUNK_ROWS.
-    let engine = open_fast(tmp.path());
+    // The default asks for 4096 rows per chunk; sled uses at most MAX_SWEEP_CHUNK_ROWS. Sized by
+    // rows alone (no time target), so the cap is what limits the chunks.
+    let options = EngineOptions::default()
+        .with_sync_writes(false)
+        .with_sweep_chunk_time(None);
+    let engine = SledEngine::open(tmp.path(), options).unwrap();
     assert_eq!(engine.options().sweep_chunk_rows, 4096);
     assert_eq!(engine.sweep_chunk_rows(), MAX_SWEEP_CHUNK_ROWS);
     let covered = 4 * MAX_SWEEP_CHUNK_ROWS as u64 - 24;

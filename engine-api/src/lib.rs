@@ -28,6 +28,7 @@ pub mod rng;
 pub mod stats;
 pub mod sweeper;
 pub mod sync;
+pub mod turns;
 pub mod verify;
 pub mod watermark;
 

@@ -1,5 +1,7 @@
 //! Options shared by every engine.
 
+use std::time::Duration;
+
 /// Whether an open may create a store, and whether it may write to it (§ Engine contract /
 /// open).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -43,13 +45,22 @@ pub struct EngineOptions {
     /// says, `advance_watermark` and `adopt_lake_watermark` are always durable before they
     /// return, and make every earlier `apply` durable with them.
     pub sync_writes: bool,
-    /// Rows per sweeper chunk transaction for the B-tree backends (default 4096). Smaller chunks
-    /// block writers for shorter periods; larger chunks reclaim with less overhead.
+    /// Most rows per sweeper chunk transaction for the B-tree backends (default 4096). Smaller
+    /// chunks block writers for shorter periods; larger chunks reclaim with less overhead.
     pub sweep_chunk_rows: usize,
+    /// How long one sweeper chunk should take (default 1 ms): the sweep sizes its chunks from
+    /// the pace of the last one so that each takes about this long, never more rows than
+    /// `sweep_chunk_rows`. A writer waits for at most the chunk in flight, so this bounds what a
+    /// reclaim adds to a write's latency whatever the rows cost. `None` sweeps in chunks of
+    /// exactly `sweep_chunk_rows` (tests that count chunks).
+    pub sweep_chunk_time: Option<Duration>,
     /// Whether the open may create the store and write to it (default
     /// [`OpenMode::CreateIfMissing`]).
     pub open_mode: OpenMode,
 }
+
+/// The default [`EngineOptions::sweep_chunk_time`].
+pub const DEFAULT_SWEEP_CHUNK_TIME: Duration = Duration::from_millis(1);
 
 impl Default for EngineOptions {
     fn default() -> Self {
@@ -57,6 +68,7 @@ impl Default for EngineOptions {
             retention_distance: 0,
             sync_writes: true,
             sweep_chunk_rows: 4096,
+            sweep_chunk_time: Some(DEFAULT_SWEEP_CHUNK_TIME),
             open_mode: OpenMode::CreateIfMissing,
         }
     }
@@ -79,6 +91,18 @@ impl EngineOptions {
     pub fn with_sweep_chunk_rows(mut self, rows: usize) -> Self {
         self.sweep_chunk_rows = rows.max(1);
         self
+    }
+
+    /// Sets the time a sweeper chunk aims at (`None`: chunks of exactly `sweep_chunk_rows`).
+    pub fn with_sweep_chunk_time(mut self, time: Option<Duration>) -> Self {
+        self.sweep_chunk_time = time;
+        self
+    }
+
+    /// The chunk sizing of a sweep under these options, with at most `cap` rows per chunk
+    /// whatever `sweep_chunk_rows` says (a backend's own limit; `usize::MAX` for none).
+    pub fn chunk_sizer(&self, cap: usize) -> crate::sweeper::ChunkSizer {
+        crate::sweeper::ChunkSizer::new(self.sweep_chunk_rows.min(cap), self.sweep_chunk_time)
     }
 
     /// Sets the open mode.

@@ -9,8 +9,11 @@
 //!
 //! The loop lives here once; a backend only implements [`SweepChunk`]: one bounded transaction.
 
+use std::time::{Duration, Instant};
+
 use crate::codec::{self, Decoded};
 use crate::error::Result;
+use crate::turns::{MAX_YIELD, WriterTurns};
 
 /// Builds the index key `offset BE ‖ key`.
 pub fn index_key(offset: u64, key: &[u8]) -> Vec<u8> {
@@ -185,19 +188,89 @@ pub trait SweepChunk {
     ) -> Result<ChunkResult>;
 }
 
-/// Runs chunks until no covered index row remains below `threshold`.
+/// Rows of the first chunk of a sweep sized by time: small, so a sweep of rows that turn out
+/// to be expensive (large values, a cold cache) holds writers up briefly before it has a pace.
+pub const FIRST_TIMED_CHUNK_ROWS: usize = 16;
+
+/// How many rows the next chunk of a sweep visits: at most `max_rows`, and, with a time target,
+/// as many as the pace of the last chunk says fit in it (growing at most twofold per chunk,
+/// shrinking at once).
+///
+/// ```
+/// use std::time::Duration;
+/// use engine_api::sweeper::ChunkSizer;
+///
+/// let mut sizer = ChunkSizer::new(4096, Some(Duration::from_millis(1)));
+/// assert_eq!(sizer.rows(), 16);
+/// sizer.observe(16, Duration::from_micros(100)); // 10x faster than the target
+/// assert_eq!(sizer.rows(), 32); // grows at most twofold
+/// sizer.observe(32, Duration::from_millis(4)); // 4x slower than the target
+/// assert_eq!(sizer.rows(), 8);
+/// assert_eq!(ChunkSizer::new(7, None).rows(), 7); // no target: always the maximum
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkSizer {
+    max_rows: usize,
+    target: Option<Duration>,
+    next: usize,
+}
+
+impl ChunkSizer {
+    /// Chunks of at most `max_rows` rows (at least 1), sized to take about `target` when given.
+    pub fn new(max_rows: usize, target: Option<Duration>) -> Self {
+        let max_rows = max_rows.max(1);
+        ChunkSizer {
+            max_rows,
+            target,
+            next: match target {
+                Some(_) => max_rows.min(FIRST_TIMED_CHUNK_ROWS),
+                None => max_rows,
+            },
+        }
+    }
+
+    /// Rows the next chunk may visit.
+    pub fn rows(&self) -> usize {
+        self.next
+    }
+
+    /// The most rows a chunk may visit.
+    pub fn max_rows(&self) -> usize {
+        self.max_rows
+    }
+
+    /// Sizes the next chunk from one that visited `rows` rows in `took`.
+    pub fn observe(&mut self, rows: usize, took: Duration) {
+        let Some(target) = self.target else {
+            return;
+        };
+        if rows == 0 {
+            return;
+        }
+        let pace = target.as_secs_f64() / took.as_secs_f64().max(1e-9);
+        // Saturating float-to-int: a huge pace is capped below anyway.
+        let fit = (rows as f64 * pace) as usize;
+        self.next = fit.clamp(1, self.next.saturating_mul(2).min(self.max_rows));
+    }
+}
+
+/// Runs chunks until no covered index row remains below `threshold`, each as large as `sizer`
+/// says, letting every writer announced in `turns` commit between two chunks (so a writer waits
+/// for at most the chunk in flight, never the whole sweep).
 ///
 /// Corrupt rows are kept, so the loop resumes after the last visited key rather than from the
 /// start; every chunk therefore makes progress and the sweep terminates.
 pub fn sweep<S: SweepChunk + ?Sized>(
     target: &S,
     threshold: u64,
-    limit: usize,
+    mut sizer: ChunkSizer,
+    turns: &WriterTurns,
 ) -> Result<SweepTotals> {
-    let limit = limit.max(1);
     let mut totals = SweepTotals::default();
     let mut cursor: Option<Vec<u8>> = None;
     loop {
+        let limit = sizer.rows();
+        let started = Instant::now();
         let chunk = target.sweep_chunk(threshold, limit, cursor.as_deref())?;
         totals.add(&chunk.totals);
         let visited = chunk.totals.rows_visited;
@@ -205,6 +278,8 @@ pub fn sweep<S: SweepChunk + ?Sized>(
             Some(last) if visited as usize >= limit => cursor = Some(last),
             _ => return Ok(totals),
         }
+        sizer.observe(visited as usize, started.elapsed());
+        turns.yield_to_writers(MAX_YIELD);
     }
 }
 
@@ -276,7 +351,7 @@ mod tests {
         }
         toy.put(b"k0", 20); // k0@0 is now stale
         toy.data.borrow_mut().insert(b"k3".to_vec(), vec![0xee]); // corrupt
-        let totals = sweep(&toy, 6, 2).unwrap();
+        let totals = sweep(&toy, 6, ChunkSizer::new(2, None), &WriterTurns::default()).unwrap();
         assert_eq!(totals.rows_visited, 6);
         assert_eq!(totals.stale_dropped, 1);
         assert_eq!(totals.corrupt_kept, 1);
@@ -289,17 +364,64 @@ mod tests {
     }
 
     #[test]
+    fn timed_chunks_shrink_to_the_pace_of_the_rows() {
+        let toy = Toy::default();
+        for i in 0..40u64 {
+            toy.put(format!("k{i:02}").as_bytes(), i);
+        }
+        // No chunk can meet a 1 ns target: after the first (FIRST_TIMED_CHUNK_ROWS rows) every
+        // chunk is one row, and the sweep still removes everything covered.
+        let sizer = ChunkSizer::new(64, Some(Duration::from_nanos(1)));
+        let totals = sweep(&toy, 40, sizer, &WriterTurns::default()).unwrap();
+        assert_eq!(totals.values_removed, 40);
+        let first = FIRST_TIMED_CHUNK_ROWS as u64;
+        // The toy counts the last, empty chunk too.
+        assert_eq!(totals.chunks, 1 + (40 - first) + 1);
+        assert!(toy.data.borrow().is_empty());
+    }
+
+    #[test]
+    fn chunk_sizes_follow_the_pace_within_their_bounds() {
+        let ms = Duration::from_millis;
+        let mut sizer = ChunkSizer::new(100, Some(ms(2)));
+        assert_eq!(sizer.rows(), FIRST_TIMED_CHUNK_ROWS);
+        // Fast chunks double the size up to the maximum, never past it.
+        for expected in [32, 64, 100, 100] {
+            sizer.observe(sizer.rows(), Duration::from_micros(10));
+            assert_eq!(sizer.rows(), expected);
+        }
+        // A slow chunk shrinks it to what fits the target at once, never below one row.
+        sizer.observe(100, ms(8));
+        assert_eq!(sizer.rows(), 25);
+        sizer.observe(25, Duration::from_secs(10));
+        assert_eq!(sizer.rows(), 1);
+        // An empty chunk says nothing about the pace.
+        sizer.observe(0, ms(50));
+        assert_eq!(sizer.rows(), 1);
+        // Without a target the size never moves.
+        let mut fixed = ChunkSizer::new(7, None);
+        fixed.observe(7, Duration::from_secs(1));
+        assert_eq!((fixed.rows(), fixed.max_rows()), (7, 7));
+        assert_eq!(ChunkSizer::new(0, None).rows(), 1);
+    }
+
+    #[test]
     fn unreadable_index_rows_are_kept_and_counted() {
         let toy = Toy::default();
         toy.put(b"a", 1);
         // Shorter than the 8-byte offset, and below every threshold's upper bound.
         toy.index.borrow_mut().insert(vec![0, 0, 0], ());
-        let totals = sweep(&toy, 5, 10).unwrap();
+        let totals = sweep(&toy, 5, ChunkSizer::new(10, None), &WriterTurns::default()).unwrap();
         assert_eq!((totals.rows_visited, totals.corrupt_kept), (2, 1));
         assert_eq!(totals.values_removed, 1);
         assert!(toy.index.borrow().contains_key([0u8, 0, 0].as_slice()));
         // Met and counted again by every later sweep, never deleted.
-        assert_eq!(sweep(&toy, 5, 10).unwrap().corrupt_kept, 1);
+        assert_eq!(
+            sweep(&toy, 5, ChunkSizer::new(10, None), &WriterTurns::default())
+                .unwrap()
+                .corrupt_kept,
+            1
+        );
         assert_eq!(
             plan_row(&[1, 2], |_| Ok::<Option<Vec<u8>>, ()>(None)),
             Ok(RowPlan {

@@ -29,6 +29,7 @@ use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 use crate::stats::{EngineCounters, EngineStats, Reclaimable};
 use crate::sweeper::SweepTotals;
 use crate::sync;
+use crate::turns::WriterTurns;
 use crate::verify::{Verifier, VerifyReport};
 use crate::watermark::{ProgressCell, reclaim_threshold};
 
@@ -86,6 +87,9 @@ pub struct DiskEngine<S: Storage> {
     writer: Mutex<()>,
     /// Serialises reclaims (never held by writers).
     reclaimer: Mutex<()>,
+    /// Writers announce themselves here before taking `writer`, so a sweep lets them commit
+    /// between two of its chunks instead of starving them (see [`crate::turns`]).
+    turns: WriterTurns,
     last_sweep: Mutex<Option<SweepTotals>>,
     /// Covered entries and bytes, kept incrementally and persisted with the commits (see
     /// [`crate::covered`]).
@@ -196,6 +200,7 @@ impl<S: Storage> DiskEngine<S> {
             options,
             progress,
             writer: Mutex::new(()),
+            turns: WriterTurns::default(),
             reclaimer: Mutex::new(()),
             last_sweep: Mutex::new(None),
             covered: Mutex::new(covered),
@@ -302,26 +307,58 @@ impl<S: Storage> DiskEngine<S> {
         &self.faults
     }
 
-    /// Makes `reached.watermark` durable in the storage (with every earlier commit, so
-    /// `reached.applied_end` too), then records `reached` in the high-water record. Called under
-    /// the writer lock, so the applied end cannot move meanwhile.
-    fn persist_watermark(&self, reached: HighWater) -> Result<()> {
+    /// Makes `watermark` durable in the storage (with every earlier commit). Called under the
+    /// writer lock, so the applied end cannot move meanwhile.
+    fn persist_watermark(&self, watermark: u64) -> Result<()> {
         self.inject(crate::fault::FaultPoint::Watermark)?;
-        self.storage
-            .persist_meta(MetaKey::Watermark, reached.watermark)?;
-        // `W` is durable in the store now, so the call must report it moved and publish it (a
-        // failure here would tell the caller "not moved" about a `W` a reopen shows, and let a
-        // smaller advance write it backwards). The record is only a lower bound checked at open:
-        // a failed write keeps the previous one, and the next watermark change, flush or close
-        // writes it again.
-        let recorded = self
-            .inject(crate::fault::FaultPoint::HighWater)
-            .and_then(|()| self.record_high_water(reached));
-        if let Err(e) = recorded {
-            tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
-                "could not write the high-water record after a watermark change; kept the previous one");
+        self.storage.persist_meta(MetaKey::Watermark, watermark)
+    }
+
+    /// A watermark change, `change` run under the writer lock (announced to a sweep in progress,
+    /// so it waits for one chunk at most) with the applied end it may rely on. Before the lock,
+    /// when `target` would move `W`, the storage writes back what it buffered
+    /// ([`Storage::prepare_durable`]) while writers go on; after it, the high-water record is
+    /// written, so its two fsyncs do not hold writers up either.
+    fn change_watermark(
+        &self,
+        operation: &'static str,
+        target: u64,
+        change: impl FnOnce(u64) -> Result<WatermarkUpdate>,
+    ) -> Result<WatermarkUpdate> {
+        if target > self.progress.watermark() && self.options.open_mode.writes() {
+            if let Err(e) = self.storage.prepare_durable() {
+                tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
+                    "writing back before a watermark change failed; the durable write will retry");
+            }
         }
-        Ok(())
+        let (update, applied_end) = {
+            let _turn = self.turns.announce();
+            let _writer = self.lock_writer()?;
+            self.check_writable(operation)?;
+            let applied_end = self.progress.applied_end();
+            (change(applied_end)?, applied_end)
+        };
+        if update.moved {
+            // `W` is durable in the store now (and every commit below `applied_end` with it), so
+            // the call must report it moved and publish it (a failure here would tell the caller
+            // "not moved" about a `W` a reopen shows, and let a smaller advance write it
+            // backwards). The record is only a lower bound checked at open: a failed write keeps
+            // the previous one, and the next watermark change, flush or close writes it again. A
+            // concurrent change that recorded a higher state first makes this one a no-op.
+            let recorded = self
+                .inject(crate::fault::FaultPoint::HighWater)
+                .and_then(|()| {
+                    self.record_high_water(HighWater {
+                        watermark: update.current,
+                        applied_end,
+                    })
+                });
+            if let Err(e) = recorded {
+                tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
+                    "could not write the high-water record after a watermark change; kept the previous one");
+            }
+        }
+        Ok(update)
     }
 
     /// Refuses `operation` on a store opened read-only, or one whose storage can no longer
@@ -369,12 +406,17 @@ impl<S: Storage> DiskEngine<S> {
             let partial = ReclaimRequest {
                 threshold: threshold / 2,
                 purge,
+                turns: &self.turns,
             };
             contained(S::BACKEND, "reclaim", || self.storage.reclaim(partial))?;
             self.faults.check(crate::fault::FaultPoint::Reclaim)?;
         }
         let work = contained(S::BACKEND, "reclaim", || {
-            self.storage.reclaim(ReclaimRequest { threshold, purge })
+            self.storage.reclaim(ReclaimRequest {
+                threshold,
+                purge,
+                turns: &self.turns,
+            })
         })?;
         let rows = self.lock_covered()?.reclaimed(threshold);
         if let Err(e) = self.storage.write_meta_rows(&rows) {
@@ -438,6 +480,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
     }
 
     fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
+        let _turn = self.turns.announce();
         let _writer = self.lock_writer()?;
         // Before planning: once a storage cannot promise durability, "already applied" cannot be
         // trusted to mean "durable".
@@ -483,28 +526,16 @@ impl<S: Storage> Engine for DiskEngine<S> {
     }
 
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
-        let _writer = self.lock_writer()?;
-        self.check_writable("advance_watermark")?;
         // Durable before the cell publishes it (and before any filter or sweep can act on it),
         // and recorded outside the engine once durable.
-        let applied_end = self.progress.applied_end();
-        self.progress.advance(w, |v| {
-            self.persist_watermark(HighWater {
-                watermark: v,
-                applied_end,
-            })
+        self.change_watermark("advance_watermark", w, |_| {
+            self.progress.advance(w, |v| self.persist_watermark(v))
         })
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        let _writer = self.lock_writer()?;
-        self.check_writable("adopt_lake_watermark")?;
-        let applied_end = self.progress.applied_end();
-        self.progress.adopt(lake_end, |v| {
-            self.persist_watermark(HighWater {
-                watermark: v,
-                applied_end,
-            })
+        self.change_watermark("adopt_lake_watermark", lake_end, |_| {
+            self.progress.adopt(lake_end, |v| self.persist_watermark(v))
         })
     }
 

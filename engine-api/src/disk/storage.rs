@@ -4,19 +4,23 @@ use crate::batch::Record;
 use crate::covered::MetaRow;
 use crate::error::Result;
 use crate::sweeper::SweepTotals;
+use crate::turns::WriterTurns;
 use crate::verify::Verifier;
 
 use super::meta::MetaKey;
 
 /// Which reclaim the engine asks its storage for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReclaimRequest {
+#[derive(Debug, Clone, Copy)]
+pub struct ReclaimRequest<'a> {
     /// Remove every entry with `offset < threshold`, and nothing else.
     pub threshold: u64,
     /// `true` for [`Engine::reclaim_below`](crate::Engine::reclaim_below): the threshold ignores
     /// the retention distance. A storage whose reclamation reads its threshold from elsewhere (a
     /// compaction filter reading `W − D`) must put `threshold` in force for this call.
     pub purge: bool,
+    /// The engine's writers: a storage that reclaims in many transactions yields to them between
+    /// two ([`crate::sweeper::sweep`] does), so a reclaim never holds writes for longer than one.
+    pub turns: &'a WriterTurns,
 }
 
 /// What one reclaim did in storage; the engine adds the threshold and the duration.
@@ -112,7 +116,7 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Physically removes every entry below `request.threshold` (values and tombstones, never an
     /// unreadable entry, never one at or above the threshold).
-    fn reclaim(&self, request: ReclaimRequest) -> Result<ReclaimWork>;
+    fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork>;
 
     /// Bytes the store occupies on disk.
     fn bytes_on_disk(&self) -> Result<u64>;
@@ -122,6 +126,15 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Makes every write returned so far durable.
     fn flush(&self) -> Result<()>;
+
+    /// Called before a durable write the engine makes under its writer lock (a watermark change
+    /// that moves `W`): writes back what the storage has buffered, *without* blocking writers,
+    /// so that the durable write which follows has little left to sync and holds writers up
+    /// briefly. It promises nothing: a failure is ignored (the durable write does the work and
+    /// reports its own failure). The default does nothing.
+    fn prepare_durable(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Called once when a writable engine is dropped: makes everything durable so that the
     /// store reopens without replaying a log (RocksDB flushes its memtables). The default is
