@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sourced by demo.sh and test.sh: makes sure the machine can build Tidemark, installing what is
+# Sourced by compare.sh and test.sh: makes sure the machine can build Tidemark, installing what is
 # missing when we are root on a Debian-like system, or stopping with a message saying what to do.
 set -euo pipefail
 

@@ -1,5 +1,5 @@
 //! [`SplitMix64`]: the workspace's one deterministic pseudo-random generator, for workloads that
-//! must be identical on every backend and in every run (tests, benchmarks, the demo). Not for
+//! must be identical on every backend and in every run (tests, benchmarks, `tidemark compare`). Not for
 //! anything that needs unpredictability.
 
 /// SplitMix64 (Steele, Lea and Flood): 64 bits of state, full period, good enough statistics

@@ -325,11 +325,12 @@ impl<S: Storage> DiskEngine<S> {
         target: u64,
         change: impl FnOnce(u64) -> Result<WatermarkUpdate>,
     ) -> Result<WatermarkUpdate> {
-        if target > self.progress.watermark() && self.options.open_mode.writes() {
-            if let Err(e) = self.storage.prepare_durable() {
-                tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
-                    "writing back before a watermark change failed; the durable write will retry");
-            }
+        if target > self.progress.watermark()
+            && self.options.open_mode.writes()
+            && let Err(e) = self.storage.prepare_durable()
+        {
+            tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
+                "writing back before a watermark change failed; the durable write will retry");
         }
         let (update, applied_end) = {
             let _turn = self.turns.announce();

@@ -1,12 +1,12 @@
-//! `tidemark` command-line tool: the side-by-side backend demo and the commands an operator uses
-//! on a bucket store: `stats`, `reclaim` and `verify`. None of them creates a store: a path that
-//! holds none is an error. Exit status: 0 success (and, for `verify`, a clean store), 1 `verify`
-//! found damage, 2 an error (printed on stderr).
+//! `tidemark` command-line tool: `compare`, which runs the backends side by side against the two
+//! designs Tidemark replaces, and the commands an operator uses on a bucket store: `stats`,
+//! `reclaim` and `verify`. None of the operator's commands creates a store: a path that holds
+//! none is an error. Exit status: 0 success (and, for `verify`, a clean store), 1 `verify` found
+//! damage or `compare` a wrong answer, 2 an error (printed on stderr).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-mod demo;
+mod compare;
 mod output;
 mod reclaim;
 mod stats;
@@ -15,11 +15,11 @@ mod units;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use demo::{DemoConfig, render, run_backend};
+use compare::CompareArgs;
 use store::StoreArgs;
 use tidemark::{Backend, Result};
 
-/// Exit status when `verify` found damage.
+/// Exit status when `verify` found damage, or `compare` a lookup that answered wrongly.
 const DAMAGE_FOUND: u8 = 1;
 /// Exit status of an error (clap uses the same for a command line it cannot parse).
 const FAILED: u8 = 2;
@@ -29,7 +29,8 @@ const FAILED: u8 = 2;
     name = "tidemark",
     version,
     about = "Incremental, lake-driven reclamation of local bucket state",
-    after_help = "Exit status: 0 success (verify: clean), 1 verify found damage, 2 error. \
+    after_help = "Exit status: 0 success (verify: clean), 1 verify found damage or compare a \
+                  wrong answer, 2 error. \
                   Logs go to stderr, filtered by RUST_LOG (default: warn)."
 )]
 struct Cli {
@@ -39,30 +40,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the same stream through every compiled-in backend and compare them side by side.
-    Demo {
-        /// Backends to run (default: all compiled in), e.g. `--backends sled,redb`.
-        #[arg(long, value_delimiter = ',')]
-        backends: Vec<Backend>,
-        /// Records to write.
-        #[arg(long, default_value_t = DemoConfig::default().records)]
-        records: u64,
-        /// Size of the key space.
-        #[arg(long, default_value_t = DemoConfig::default().keys)]
-        keys: u64,
-        /// Payload bytes per value.
-        #[arg(long, default_value_t = DemoConfig::default().value_size)]
-        value_size: usize,
-        /// Smallest lag between the applied end and the lake.
-        #[arg(long, default_value_t = DemoConfig::default().min_lag)]
-        min_lag: u64,
-        /// Retention distance below the watermark.
-        #[arg(long, default_value_t = 0)]
-        retention_distance: u64,
-        /// Directory for the stores (default: a temporary directory removed afterwards).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-    },
+    /// Write the same continuously written bucket into every backend, with Tidemark and with
+    /// the two designs it replaces (no cleanup; all-or-nothing rebuild), and compare what each
+    /// costs: throughput, latencies, bytes on disk, reclaims. Writes two SVG charts and a JSON
+    /// report into --out.
+    Compare(CompareArgs),
     /// List the backends compiled into this build.
     Backends,
     /// Print a store's statistics. Opens it read-only: creates and changes nothing.
@@ -117,24 +99,10 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Demo {
-            backends,
-            records,
-            keys,
-            value_size,
-            min_lag,
-            retention_distance,
-            dir,
-        } => {
-            let config = DemoConfig {
-                records,
-                keys,
-                value_size,
-                min_lag,
-                retention_distance,
-                ..DemoConfig::default()
-            };
-            demo(config, backends, dir)?;
+        Command::Compare(args) => {
+            if !compare_backends(&args)? {
+                return Ok(ExitCode::from(DAMAGE_FOUND));
+            }
         }
         Command::Backends => {
             for b in Backend::ALL {
@@ -161,53 +129,36 @@ fn run(command: Command) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn demo(config: DemoConfig, backends: Vec<Backend>, dir: Option<PathBuf>) -> Result<()> {
-    let backends = if backends.is_empty() {
-        Backend::compiled()
+/// Runs `compare` and prints its tables; `false` when a lookup answered wrongly.
+fn compare_backends(args: &CompareArgs) -> Result<bool> {
+    let (config, selection) = args.config()?;
+    let (report, outputs) = compare::compare(&config, &selection, &args.out, args.dir.as_deref())?;
+    print!("{}", compare::render(&report, &outputs));
+    let wrong: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| !r.correct())
+        .map(|r| {
+            format!(
+                "{} {}: {} mismatches, {} errors ({})",
+                r.backend,
+                r.variant,
+                r.lookups.mismatches,
+                r.lookups.errors,
+                r.lookups.problems.join("; ")
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        println!(
+            "every lookup matched the model (local value or tombstone, or the lake after a miss)"
+        );
+        Ok(true)
     } else {
-        backends
-    };
-    let tmp = tempfile_dir(dir)?;
-    println!(
-        "tidemark demo: {} records over {} keys, {}-byte values, lake lag >= {} offsets, D = {}",
-        config.records, config.keys, config.value_size, config.min_lag, config.retention_distance
-    );
-    let mut rows = Vec::new();
-    for backend in backends {
-        let row = run_backend(backend, &tmp.path().join(backend.name()), &config)?;
-        eprintln!("  {backend}: done");
-        rows.push(row);
+        eprintln!(
+            "tidemark: lookups answered wrongly:\n  {}",
+            wrong.join("\n  ")
+        );
+        Ok(false)
     }
-    print!("{}", render(&rows));
-    let bad: u64 = rows.iter().map(|r| r.mismatches).sum();
-    if bad > 0 {
-        return Err(tidemark::Error::Corrupt {
-            key: Vec::new(),
-            reason: format!("{bad} lookups disagreed with the model"),
-        });
-    }
-    println!("every lookup matched the model (local value/tombstone, or a miss the lake covers)");
-    Ok(())
-}
-
-/// Where the demo stores its buckets: the given directory, or a temporary one.
-enum DemoDir {
-    Given(PathBuf),
-    Temp(tempfile::TempDir),
-}
-
-impl DemoDir {
-    fn path(&self) -> &std::path::Path {
-        match self {
-            DemoDir::Given(p) => p,
-            DemoDir::Temp(t) => t.path(),
-        }
-    }
-}
-
-fn tempfile_dir(dir: Option<PathBuf>) -> Result<DemoDir> {
-    Ok(match dir {
-        Some(d) => DemoDir::Given(d),
-        None => DemoDir::Temp(tempfile::tempdir()?),
-    })
 }

@@ -1,0 +1,378 @@
+//! What `tidemark compare` runs: the stream, the lake's moving lag, the reader, and which backends
+//! and cleanup designs ([`Variant`]) run it. Checked once, before anything is created.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+use tidemark::{Backend, Error, MAX_VALUE_LEN, Result, SchedulerConfig};
+
+/// How a run keeps its local state in check: Tidemark, Tidemark with its reclaims switched off
+/// (the control that shows what reclaiming itself costs), or one of the two designs it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// Lake progress publishes the watermark and the scheduler reclaims what it covers.
+    Tidemark,
+    /// Lake progress publishes the watermark (durably, as with Tidemark), but no scheduler runs,
+    /// so nothing is reclaimed (except what RocksDB's own compactions drop through its filter).
+    SchedulerOff,
+    /// Nothing is ever removed: the state grows with every record.
+    NoCleanup,
+    /// The store is dropped and rebuilt empty only when the lake's end equals the local applied
+    /// end, which never happens while writes continue.
+    AllOrNothing,
+}
+
+impl Variant {
+    /// Every variant, in the order runs and tables list them.
+    pub const ALL: [Variant; 4] = [
+        Variant::Tidemark,
+        Variant::SchedulerOff,
+        Variant::NoCleanup,
+        Variant::AllOrNothing,
+    ];
+
+    /// The name used on the command line, in tables, charts and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Tidemark => "tidemark",
+            Variant::SchedulerOff => "scheduler-off",
+            Variant::NoCleanup => "no-cleanup",
+            Variant::AllOrNothing => "all-or-nothing",
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Variant::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown variant {s:?} (expected tidemark, scheduler-off, no-cleanup or \
+                     all-or-nothing)"
+                )
+            })
+    }
+}
+
+/// The workload of every run. [`Default`] finishes all twelve runs (three backends, four
+/// variants) in about a minute on two cores.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// How long each run writes.
+    pub duration: Duration,
+    /// Records per second the writer aims at (it catches up without sleeping when behind).
+    pub rate: u64,
+    /// Records per applied batch.
+    pub batch: u64,
+    /// Size of the key space; a put picks a key uniformly from it.
+    pub keys: u64,
+    /// Percentage of records that delete a key written earlier.
+    pub delete_percent: u64,
+    /// Bytes per value (at least 8: a value starts with the offset that wrote it, so a reader
+    /// can tell which version it was served).
+    pub value_size: usize,
+    /// The lake's lag behind the acknowledged end, in offsets, is drawn afresh at every commit
+    /// from `lag_min..=lag_max`; `lag_min >= 1` keeps the two end offsets apart while writing.
+    pub lag_min: u64,
+    /// See `lag_min`.
+    pub lag_max: u64,
+    /// How often the lake commits a snapshot and reports its progress.
+    pub lake_interval: Duration,
+    /// Lookups per second the reader aims at (0: no reader while writing).
+    pub lookup_rate: u64,
+    /// How often bytes on disk, `W` and the ends are sampled.
+    pub sample_interval: Duration,
+    /// Width of the windows the write-p99 time series is computed over.
+    pub p99_window: Duration,
+    /// Seed of the stream, the lag and the reader's keys.
+    pub seed: u64,
+    /// `EngineOptions::sync_writes` of every store.
+    pub sync_writes: bool,
+    /// `EngineOptions::sweep_chunk_rows` of every store (`None`: the engine's default).
+    pub sweep_chunk_rows: Option<usize>,
+    /// The scheduler of the Tidemark runs.
+    pub scheduler: SchedulerConfig,
+}
+
+/// Mean lake lag by default: one second of records at the default rate.
+pub const DEFAULT_LAG: u64 = 10_000;
+
+impl Default for CompareConfig {
+    fn default() -> Self {
+        let (lag_min, lag_max) = lag_range(DEFAULT_LAG);
+        CompareConfig {
+            duration: Duration::from_secs(5),
+            rate: 10_000,
+            batch: 20,
+            keys: 10_000_000,
+            delete_percent: 10,
+            value_size: 128,
+            lag_min,
+            lag_max,
+            lake_interval: Duration::from_millis(100),
+            lookup_rate: 2_000,
+            sample_interval: Duration::from_millis(100),
+            p99_window: Duration::from_millis(250),
+            seed: 0x71de_4a11,
+            sync_writes: false,
+            sweep_chunk_rows: None,
+            scheduler: SchedulerConfig::default(),
+        }
+    }
+}
+
+/// The moving lag around a mean of `lag` offsets: from half of it to one and a half times it,
+/// never below 1.
+pub fn lag_range(lag: u64) -> (u64, u64) {
+    let min = (lag / 2).max(1);
+    let max = lag.saturating_add(lag / 2).max(min);
+    (min, max)
+}
+
+impl CompareConfig {
+    /// Records each run writes: `rate × duration`, whole batches.
+    pub fn records(&self) -> u64 {
+        let exact = self.rate as f64 * self.duration.as_secs_f64();
+        // A float above u64::MAX saturates; validate() refuses such a run first.
+        let records = exact.round() as u64;
+        records.max(1)
+    }
+
+    /// Time between the starts of two batches at the target rate.
+    pub fn batch_interval(&self) -> Duration {
+        Duration::from_secs_f64(self.batch as f64 / self.rate.max(1) as f64)
+    }
+
+    /// Refuses a workload that cannot run as described, saying which setting and why.
+    pub fn validate(&self) -> Result<()> {
+        let fail = |msg: String| Err(Error::invalid(msg));
+        if self.duration.is_zero() {
+            return fail("--duration must be above zero".into());
+        }
+        if self.rate == 0 {
+            return fail("--rate must be at least 1 record per second".into());
+        }
+        if self.batch == 0 {
+            return fail("--batch must be at least 1 record".into());
+        }
+        if self.keys == 0 {
+            return fail("--keys must be at least 1".into());
+        }
+        if self.delete_percent > 100 {
+            return fail(format!(
+                "--delete-percent is a percentage, at most 100 (got {})",
+                self.delete_percent
+            ));
+        }
+        if self.value_size < 8 || self.value_size > MAX_VALUE_LEN {
+            return fail(format!(
+                "--value-size must be between 8 (each value starts with the offset that wrote it) \
+                 and {MAX_VALUE_LEN} bytes (got {})",
+                self.value_size
+            ));
+        }
+        if self.lag_min > self.lag_max {
+            return fail(format!(
+                "the lake lag range is empty ({}..={})",
+                self.lag_min, self.lag_max
+            ));
+        }
+        for (name, d) in [
+            ("lake interval", self.lake_interval),
+            ("sample interval", self.sample_interval),
+            ("p99 window", self.p99_window),
+        ] {
+            if d.is_zero() {
+                return fail(format!("the {name} must be above zero"));
+            }
+        }
+        let records = self.rate as f64 * self.duration.as_secs_f64();
+        // Offsets and the prefix sums of the window's bytes are held in memory per record.
+        const MAX_RECORDS: f64 = 1e9;
+        if records > MAX_RECORDS {
+            return fail(format!(
+                "--rate × --duration is {records:.0} records; at most {MAX_RECORDS:.0} per run"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The backends and variants to run, checked against what this build has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Backends, in the order given.
+    pub backends: Vec<Backend>,
+    /// Variants, in the order given.
+    pub variants: Vec<Variant>,
+}
+
+impl Selection {
+    /// `backends` (empty: every compiled-in disk backend) and `variants` (empty: all three).
+    /// A backend that is not compiled in, or one named twice, is an error.
+    pub fn new(backends: Vec<Backend>, variants: Vec<Variant>) -> Result<Self> {
+        let backends = if backends.is_empty() {
+            Backend::compiled()
+                .into_iter()
+                .filter(|b| b.is_persistent())
+                .collect()
+        } else {
+            backends
+        };
+        for (i, b) in backends.iter().enumerate() {
+            if !b.is_compiled() {
+                return Err(Error::Unsupported(format!(
+                    "backend {b} is not compiled into this build (enable its cargo feature)"
+                )));
+            }
+            if backends[..i].contains(b) {
+                return Err(Error::invalid(format!("backend {b} is named twice")));
+            }
+        }
+        if backends.is_empty() {
+            return Err(Error::Unsupported(
+                "no disk backend is compiled into this build".into(),
+            ));
+        }
+        let variants = if variants.is_empty() {
+            Variant::ALL.to_vec()
+        } else {
+            variants
+        };
+        for (i, v) in variants.iter().enumerate() {
+            if variants[..i].contains(v) {
+                return Err(Error::invalid(format!("variant {v} is named twice")));
+            }
+        }
+        Ok(Selection { backends, variants })
+    }
+}
+
+/// Parses a duration as the command line writes it: `5s`, `500ms`, `1.5s`, `2m`, or plain
+/// seconds (`90`).
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 5s, 500ms, 2m)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1_000.0,
+        "m" | "min" => value * 60.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use ms, s or m)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?} is not a duration: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_their_units() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1_500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn the_lag_moves_around_its_mean_and_never_reaches_zero() {
+        assert_eq!(lag_range(10_000), (5_000, 15_000));
+        assert_eq!(lag_range(1), (1, 1));
+        assert_eq!(lag_range(0), (1, 1));
+        assert_eq!(lag_range(u64::MAX).1, u64::MAX);
+    }
+
+    #[test]
+    fn bad_workloads_are_refused_with_the_setting_named() {
+        let ok = CompareConfig::default();
+        ok.validate().unwrap();
+        assert_eq!(ok.records(), 50_000);
+        let cases: [(CompareConfig, &str); 6] = [
+            (
+                CompareConfig {
+                    value_size: 4,
+                    ..ok.clone()
+                },
+                "--value-size",
+            ),
+            (
+                CompareConfig {
+                    rate: 0,
+                    ..ok.clone()
+                },
+                "--rate",
+            ),
+            (
+                CompareConfig {
+                    keys: 0,
+                    ..ok.clone()
+                },
+                "--keys",
+            ),
+            (
+                CompareConfig {
+                    delete_percent: 101,
+                    ..ok.clone()
+                },
+                "--delete-percent",
+            ),
+            (
+                CompareConfig {
+                    duration: Duration::ZERO,
+                    ..ok.clone()
+                },
+                "--duration",
+            ),
+            (
+                CompareConfig {
+                    rate: u64::MAX,
+                    ..ok.clone()
+                },
+                "records",
+            ),
+        ];
+        for (config, named) in cases {
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(named), "{err}");
+        }
+    }
+
+    #[test]
+    fn selections_default_to_every_disk_backend_and_refuse_repeats() {
+        let all = Selection::new(vec![], vec![]).unwrap();
+        assert!(all.backends.iter().all(|b| b.is_persistent()));
+        assert_eq!(all.variants, Variant::ALL.to_vec());
+        let b = all.backends[0];
+        assert!(Selection::new(vec![b, b], vec![]).is_err());
+        assert!(Selection::new(vec![], vec![Variant::Tidemark, Variant::Tidemark]).is_err());
+        assert_eq!("no-cleanup".parse::<Variant>(), Ok(Variant::NoCleanup));
+        assert!("cleanup".parse::<Variant>().is_err());
+    }
+}

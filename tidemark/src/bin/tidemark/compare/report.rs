@@ -1,0 +1,669 @@
+//! The figures of a comparison: per run (schema `tidemark.compare/1`, README § `tidemark compare`),
+//! the targets the README states, and the tables printed at the end.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::config::{CompareConfig, Variant};
+use super::latency::{Percentiles, WindowP99, windowed_p99};
+use super::reclaims::{ReclaimRun, ReclaimTotals};
+use super::run::RunOutcome;
+use crate::units;
+
+/// The JSON document's schema name.
+pub const SCHEMA: &str = "tidemark.compare/1";
+
+/// Limits the README states, checked on every comparison.
+pub mod limits {
+    /// Bytes on disk at the end ÷ bytes of the uncovered window, with cleanup: at most.
+    pub const END_OVER_WINDOW: f64 = 3.0;
+    /// Write p99 while reclaims run (Tidemark) ÷ write p99 with the scheduler off (the same
+    /// watermark writes, no reclaims): at most.
+    pub const WRITE_P99_DURING_RECLAIMS: f64 = 2.0;
+    /// Bytes on disk at the end ÷ at mid-run for a store that "grows": at least (steady linear
+    /// growth from empty gives 2; a plateau 1).
+    pub const GROWTH: f64 = 1.25;
+}
+
+/// The whole comparison, as written to `compare.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareReport {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// `debug` or `release`: what the figures were measured with.
+    pub build: &'static str,
+    /// The workload.
+    pub config: ConfigReport,
+    /// One per backend and variant, in the order they ran.
+    pub runs: Vec<RunReport>,
+    /// The README's targets, each evaluated.
+    pub targets: Vec<Target>,
+}
+
+/// The workload, as the JSON records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigReport {
+    /// Writing time per run, seconds.
+    pub duration_seconds: f64,
+    /// Target write rate, records per second.
+    pub rate: u64,
+    /// Records per run.
+    pub records: u64,
+    /// Records per batch.
+    pub batch: u64,
+    /// Key space.
+    pub keys: u64,
+    /// Deletes, percent of records.
+    pub delete_percent: u64,
+    /// Bytes per value.
+    pub value_size: usize,
+    /// Range the lake's lag is drawn from at each commit, offsets.
+    pub lag_min: u64,
+    /// See `lag_min`.
+    pub lag_max: u64,
+    /// Time between lake commits, seconds.
+    pub lake_interval_seconds: f64,
+    /// Target lookup rate of the reader, per second.
+    pub lookup_rate: u64,
+    /// Time between samples of the store, seconds.
+    pub sample_interval_seconds: f64,
+    /// Width of the write-p99 windows, seconds.
+    pub p99_window_seconds: f64,
+    /// The scheduler's minimum interval between reclaims of a bucket, seconds.
+    pub reclaim_interval_seconds: f64,
+    /// `sync_writes` of every store.
+    pub sync_writes: bool,
+    /// Seed of the stream, the lag and the reader.
+    pub seed: u64,
+}
+
+impl ConfigReport {
+    /// The JSON view of `config`.
+    pub fn new(config: &CompareConfig) -> Self {
+        ConfigReport {
+            duration_seconds: config.duration.as_secs_f64(),
+            rate: config.rate,
+            records: config.records(),
+            batch: config.batch,
+            keys: config.keys,
+            delete_percent: config.delete_percent,
+            value_size: config.value_size,
+            lag_min: config.lag_min,
+            lag_max: config.lag_max,
+            lake_interval_seconds: config.lake_interval.as_secs_f64(),
+            lookup_rate: config.lookup_rate,
+            sample_interval_seconds: config.sample_interval.as_secs_f64(),
+            p99_window_seconds: config.p99_window.as_secs_f64(),
+            reclaim_interval_seconds: config.scheduler.min_interval.as_secs_f64(),
+            sync_writes: config.sync_writes,
+            seed: config.seed,
+        }
+    }
+}
+
+/// The figures of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Backend name.
+    pub backend: &'static str,
+    /// How it cleaned up.
+    pub variant: Variant,
+    /// Records written.
+    pub records: u64,
+    /// From the first apply to the end of the last, seconds.
+    pub elapsed_seconds: f64,
+    /// Records ÷ elapsed: what the writer achieved against its target rate.
+    pub write_throughput: f64,
+    /// Records ÷ time spent inside `apply`: what the store could take.
+    pub apply_capacity: f64,
+    /// The furthest the writer fell behind its schedule, seconds.
+    pub max_behind_seconds: f64,
+    /// Every apply.
+    pub write_latency: Option<Percentiles>,
+    /// Applies during which a reclaim ran.
+    pub write_latency_during_reclaims: Option<Percentiles>,
+    /// Applies during which none ran.
+    pub write_latency_outside_reclaims: Option<Percentiles>,
+    /// The reader's lookups through the bucket while writing.
+    pub lookup_latency: Option<Percentiles>,
+    /// What the lookups found.
+    pub lookups: Lookups,
+    /// Bytes on disk.
+    pub bytes: Bytes,
+    /// The reclaims the scheduler ran.
+    pub reclaim: ReclaimTotals,
+    /// Lake progress.
+    pub lake: Lake,
+    /// The store over time.
+    pub series: Series,
+    /// Write p99 per window of `p99_window_seconds`.
+    pub write_p99_series: Vec<WindowP99>,
+    /// Every reclaim.
+    pub reclaims: Vec<ReclaimRun>,
+}
+
+/// What the lookups found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Lookups {
+    /// Answers checked against the model: the reader's while writing, and every key written,
+    /// once, at the end.
+    pub checked: u64,
+    /// Answers that were not a state the key had (must be 0).
+    pub mismatches: u64,
+    /// Lookups that failed (must be 0).
+    pub errors: u64,
+    /// Reader lookups skipped because it fell behind its rate.
+    pub skipped: u64,
+    /// Answered by a local value, a local tombstone, or the lake after a local miss (bucket
+    /// counters when the writer finished).
+    pub local_values: u64,
+    /// See `local_values`.
+    pub local_tombstones: u64,
+    /// See `local_values`.
+    pub lake_fallbacks: u64,
+    /// The first mismatches and errors, described.
+    pub problems: Vec<String>,
+}
+
+/// Bytes on disk, and the window the lake has not absorbed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bytes {
+    /// Largest sample.
+    pub peak: u64,
+    /// When the writer finished.
+    pub end: u64,
+    /// Bytes of the records from the lake's end to the applied end when the writer finished
+    /// (keys plus encoded values: what the local state must hold at least).
+    pub window_end: u64,
+    /// `end ÷ window_end`.
+    pub end_over_window: Option<f64>,
+    /// The sample nearest to half the run.
+    pub mid: u64,
+    /// `end ÷ mid`: about 2 for steady growth from empty, 1 for a plateau.
+    pub growth_second_half: Option<f64>,
+}
+
+/// Lake progress during the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Lake {
+    /// Snapshots committed.
+    pub commits: u64,
+    /// `on_lake_progress` durations (Tidemark runs: refresh, durable watermark write, reclaim
+    /// request).
+    pub notifications: Option<Percentiles>,
+    /// All-or-nothing rebuilds (the lake end equalled the applied end).
+    pub rebuilds: u64,
+}
+
+/// The store over time, one column per figure (same length, same order).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Series {
+    /// Seconds since the run started.
+    pub at: Vec<f64>,
+    /// Bytes on disk.
+    pub bytes_on_disk: Vec<u64>,
+    /// Bytes of the records the lake has not absorbed.
+    pub window_bytes: Vec<u64>,
+    /// `W`.
+    pub watermark: Vec<u64>,
+    /// The applied end.
+    pub applied_end: Vec<u64>,
+    /// The lake's end.
+    pub lake_end: Vec<u64>,
+    /// Values plus tombstones stored (an estimate on RocksDB).
+    pub live_entries: Vec<u64>,
+}
+
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
+}
+
+impl RunReport {
+    /// The figures of `run`, with write p99 windows `p99_window` wide.
+    pub fn new(run: &RunOutcome, p99_window: Duration) -> Self {
+        let writes = |during: Option<bool>| {
+            Percentiles::of(
+                run.writes
+                    .iter()
+                    .filter(|w| during.is_none_or(|d| w.during_reclaim == d))
+                    .map(|w| w.latency),
+            )
+        };
+        let mut series = Series::default();
+        for s in &run.samples {
+            series.at.push(s.at.as_secs_f64());
+            series.bytes_on_disk.push(s.bytes_on_disk);
+            series.window_bytes.push(s.window_bytes);
+            series.watermark.push(s.watermark);
+            series.applied_end.push(s.applied_end);
+            series.lake_end.push(s.lake_end);
+            series.live_entries.push(s.live_entries);
+        }
+        let end = run.samples.last();
+        let end_bytes = end.map_or(0, |s| s.bytes_on_disk);
+        let window_end = end.map_or(0, |s| s.window_bytes);
+        let half = end.map_or(Duration::ZERO, |s| s.at / 2);
+        let mid = run
+            .samples
+            .iter()
+            .min_by_key(|s| s.at.abs_diff(half))
+            .map_or(0, |s| s.bytes_on_disk);
+        let elapsed = run.elapsed.as_secs_f64();
+        let timed: Vec<(Duration, Duration)> =
+            run.writes.iter().map(|w| (w.at, w.latency)).collect();
+        RunReport {
+            backend: run.backend.name(),
+            variant: run.variant,
+            records: run.records,
+            elapsed_seconds: elapsed,
+            write_throughput: ratio(run.records as f64, elapsed).unwrap_or(0.0),
+            apply_capacity: ratio(run.records as f64, run.apply_time.as_secs_f64()).unwrap_or(0.0),
+            max_behind_seconds: run.max_behind.as_secs_f64(),
+            write_latency: writes(None),
+            write_latency_during_reclaims: writes(Some(true)),
+            write_latency_outside_reclaims: writes(Some(false)),
+            lookup_latency: Percentiles::of(run.lookups.iter().map(|l| l.1)),
+            lookups: Lookups {
+                checked: run.checked,
+                mismatches: run.mismatches,
+                errors: run.lookup_errors,
+                skipped: run.lookups_skipped,
+                local_values: run.bucket.local_values,
+                local_tombstones: run.bucket.local_tombstones,
+                lake_fallbacks: run.bucket.lake_fallbacks,
+                problems: run.problems.clone(),
+            },
+            bytes: Bytes {
+                peak: run
+                    .samples
+                    .iter()
+                    .map(|s| s.bytes_on_disk)
+                    .max()
+                    .unwrap_or(0),
+                end: end_bytes,
+                window_end,
+                end_over_window: ratio(end_bytes as f64, window_end as f64),
+                mid,
+                growth_second_half: ratio(end_bytes as f64, mid as f64),
+            },
+            reclaim: ReclaimTotals::of(&run.reclaims),
+            lake: Lake {
+                commits: run.lake_commits,
+                notifications: Percentiles::of(run.notifications.iter().copied()),
+                rebuilds: run.rebuilds,
+            },
+            series,
+            write_p99_series: windowed_p99(&timed, p99_window),
+            reclaims: run.reclaims.clone(),
+        }
+    }
+
+    /// Whether every answer was right.
+    pub fn correct(&self) -> bool {
+        self.lookups.mismatches == 0 && self.lookups.errors == 0
+    }
+}
+
+/// One of the README's targets on one backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// Backend name.
+    pub backend: &'static str,
+    /// What is measured.
+    pub target: &'static str,
+    /// The measured figure (`None` when the runs it needs did not produce it).
+    pub value: Option<f64>,
+    /// `at most` or `at least`.
+    pub comparison: &'static str,
+    /// The limit.
+    pub limit: f64,
+    /// Whether the figure meets the limit (`None` without a figure).
+    pub met: Option<bool>,
+    /// Why there is no figure, or what it rests on.
+    pub note: String,
+}
+
+impl Target {
+    fn at_most(
+        backend: &'static str,
+        target: &'static str,
+        value: Option<f64>,
+        limit: f64,
+        note: String,
+    ) -> Self {
+        Target {
+            backend,
+            target,
+            value,
+            comparison: "at most",
+            limit,
+            met: value.map(|v| v <= limit),
+            note,
+        }
+    }
+
+    fn at_least(
+        backend: &'static str,
+        target: &'static str,
+        value: Option<f64>,
+        limit: f64,
+        note: String,
+    ) -> Self {
+        Target {
+            backend,
+            target,
+            value,
+            comparison: "at least",
+            limit,
+            met: value.map(|v| v >= limit),
+            note,
+        }
+    }
+}
+
+/// Evaluates the README's targets for every backend that has the runs they need.
+pub fn targets(runs: &[RunReport]) -> Vec<Target> {
+    let mut backends: Vec<&'static str> = runs.iter().map(|r| r.backend).collect();
+    backends.dedup();
+    let mut out = Vec::new();
+    for backend in backends {
+        let find = |v: Variant| runs.iter().find(|r| r.backend == backend && r.variant == v);
+        if let Some(t) = find(Variant::Tidemark) {
+            out.push(Target::at_most(
+                backend,
+                "bytes on disk at the end / uncovered window",
+                t.bytes.end_over_window,
+                limits::END_OVER_WINDOW,
+                format!(
+                    "{} on disk, window {}",
+                    units::bytes(t.bytes.end),
+                    units::bytes(t.bytes.window_end)
+                ),
+            ));
+        }
+        for variant in [Variant::NoCleanup, Variant::AllOrNothing] {
+            if let Some(b) = find(variant) {
+                out.push(Target::at_least(
+                    backend,
+                    match variant {
+                        Variant::AllOrNothing => "all-or-nothing grows: end / mid-run bytes",
+                        _ => "no-cleanup grows: end / mid-run bytes",
+                    },
+                    b.bytes.growth_second_half,
+                    limits::GROWTH,
+                    format!(
+                        "{} at mid-run, {} at the end, {} rebuilds",
+                        units::bytes(b.bytes.mid),
+                        units::bytes(b.bytes.end),
+                        b.lake.rebuilds
+                    ),
+                ));
+            }
+        }
+        if let (Some(t), Some(off)) = (find(Variant::Tidemark), find(Variant::SchedulerOff)) {
+            let during = t.write_latency_during_reclaims;
+            let base = off.write_latency.map(|p| p.p99);
+            let value = during.zip(base).and_then(|(d, b)| ratio(d.p99, b));
+            let note = match during {
+                None => "no apply overlapped a reclaim".to_string(),
+                Some(d) => format!(
+                    "{} applies overlapped a reclaim (p99 {}); scheduler off p99 {}",
+                    d.count,
+                    secs(d.p99),
+                    base.map_or("-".into(), secs)
+                ),
+            };
+            out.push(Target::at_most(
+                backend,
+                "write p99 while reclaims run / scheduler off",
+                value,
+                limits::WRITE_P99_DURING_RECLAIMS,
+                note,
+            ));
+        }
+    }
+    out
+}
+
+/// Seconds as the tables show them.
+fn secs(s: f64) -> String {
+    units::duration(Duration::from_secs_f64(s.max(0.0)))
+}
+
+fn opt_secs(p: Option<Percentiles>, pick: impl Fn(&Percentiles) -> f64) -> String {
+    p.map_or("-".into(), |p| secs(pick(&p)))
+}
+
+fn opt_ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.2}"))
+}
+
+/// The tables printed after the runs.
+pub fn render(report: &CompareReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nwrites and lookups ({} build; latencies per apply of {} records and per lookup)",
+        report.build, report.config.batch
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:<15} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>16} {:>9} {:>9} {:>9} {:>15}",
+        "backend",
+        "variant",
+        "records",
+        "write/s",
+        "capacity/s",
+        "write p50",
+        "p99",
+        "p999",
+        "p99 in reclaims",
+        "lookup p50",
+        "p99",
+        "p999",
+        "mismatches"
+    );
+    for r in &report.runs {
+        let during = r
+            .write_latency_during_reclaims
+            .map_or("-".into(), |p| format!("{} ({})", secs(p.p99), p.count));
+        let _ = writeln!(
+            out,
+            "{:<8} {:<15} {:>8} {:>9.0} {:>10.0} {:>9} {:>9} {:>9} {:>16} {:>9} {:>9} {:>9} {:>15}",
+            r.backend,
+            r.variant.name(),
+            r.records,
+            r.write_throughput,
+            r.apply_capacity,
+            opt_secs(r.write_latency, |p| p.p50),
+            opt_secs(r.write_latency, |p| p.p99),
+            opt_secs(r.write_latency, |p| p.p999),
+            during,
+            opt_secs(r.lookup_latency, |p| p.p50),
+            opt_secs(r.lookup_latency, |p| p.p99),
+            opt_secs(r.lookup_latency, |p| p.p999),
+            format!(
+                "{}/{}",
+                r.lookups.mismatches + r.lookups.errors,
+                r.lookups.checked
+            ),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nspace and reclamation (bytes on disk; window: records the lake has not absorbed)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:<15} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>9} {:>19} {:>9} {:>8}",
+        "backend",
+        "variant",
+        "peak",
+        "end",
+        "window",
+        "end/window",
+        "growth",
+        "reclaims",
+        "entries",
+        "duration p50 / max",
+        "rewr/freed",
+        "rebuilds"
+    );
+    for r in &report.runs {
+        let durations = match (r.reclaim.duration_p50, r.reclaim.duration_max) {
+            (Some(p50), Some(max)) => format!("{} / {}", secs(p50), secs(max)),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<8} {:<15} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>9} {:>19} {:>10} {:>8}",
+            r.backend,
+            r.variant.name(),
+            units::bytes(r.bytes.peak),
+            units::bytes(r.bytes.end),
+            units::bytes(r.bytes.window_end),
+            opt_ratio(r.bytes.end_over_window),
+            opt_ratio(r.bytes.growth_second_half),
+            r.reclaim.runs,
+            r.reclaim.entries(),
+            durations,
+            opt_ratio(r.reclaim.rewritten_per_freed),
+            r.lake.rebuilds,
+        );
+    }
+    let _ = writeln!(out, "\ntargets");
+    for t in &report.targets {
+        let verdict = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "no figure",
+        };
+        let _ = writeln!(
+            out,
+            "{:<8} {:<46} {:>6} ({} {:.2}) {:<9} {}",
+            t.backend,
+            t.target,
+            opt_ratio(t.value),
+            t.comparison,
+            t.limit,
+            verdict,
+            t.note
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::run::{StateSample, WriteSample};
+    use tidemark::{Backend, BucketStats};
+
+    fn outcome(variant: Variant, bytes: &[u64], writes: &[(u64, bool)]) -> RunOutcome {
+        let samples = bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| StateSample {
+                at: Duration::from_millis(100 * (i as u64 + 1)),
+                bytes_on_disk: b,
+                window_bytes: 1_000,
+                watermark: 0,
+                applied_end: 0,
+                lake_end: 0,
+                live_entries: 0,
+            })
+            .collect();
+        RunOutcome {
+            backend: Backend::Memory,
+            variant,
+            records: 1_000,
+            elapsed: Duration::from_secs(2),
+            apply_time: Duration::from_millis(500),
+            max_behind: Duration::ZERO,
+            writes: writes
+                .iter()
+                .map(|&(ms, during)| WriteSample {
+                    at: Duration::from_millis(ms),
+                    latency: Duration::from_millis(ms),
+                    during_reclaim: during,
+                })
+                .collect(),
+            lookups: Vec::new(),
+            checked: 10,
+            mismatches: 0,
+            lookup_errors: 0,
+            problems: Vec::new(),
+            lookups_skipped: 0,
+            samples,
+            reclaims: Vec::new(),
+            lake_commits: 0,
+            notifications: Vec::new(),
+            rebuilds: 0,
+            bucket: BucketStats::default(),
+        }
+    }
+
+    #[test]
+    fn figures_and_targets_follow_the_samples() {
+        let w = Duration::from_millis(250);
+        let tidemark = RunReport::new(
+            &outcome(
+                Variant::Tidemark,
+                &[900, 2_000, 2_100, 2_500],
+                &[(1, false), (5, true)],
+            ),
+            w,
+        );
+        assert_eq!(tidemark.write_throughput, 500.0);
+        assert_eq!(tidemark.apply_capacity, 2_000.0);
+        assert_eq!(tidemark.write_latency.unwrap().max, 0.005);
+        assert_eq!(tidemark.bytes.peak, 2_500);
+        assert_eq!(tidemark.bytes.end_over_window, Some(2.5));
+        assert_eq!(tidemark.bytes.mid, 2_000);
+        assert_eq!(tidemark.write_latency_during_reclaims.unwrap().count, 1);
+        let off = RunReport::new(
+            &outcome(
+                Variant::SchedulerOff,
+                &[1_000, 2_000, 3_000, 4_000],
+                &[(2, false)],
+            ),
+            w,
+        );
+        let grows = RunReport::new(
+            &outcome(
+                Variant::NoCleanup,
+                &[1_000, 2_000, 3_000, 4_000],
+                &[(9, false)],
+            ),
+            w,
+        );
+        let flat = RunReport::new(
+            &outcome(
+                Variant::AllOrNothing,
+                &[1_000, 2_000, 2_050, 2_100],
+                &[(2, false)],
+            ),
+            w,
+        );
+        let t = targets(&[tidemark, off, grows, flat]);
+        let names: Vec<(&str, Option<bool>)> = t.iter().map(|t| (t.target, t.met)).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("bytes on disk at the end / uncovered window", Some(true)),
+                ("no-cleanup grows: end / mid-run bytes", Some(true)),
+                ("all-or-nothing grows: end / mid-run bytes", Some(false)),
+                ("write p99 while reclaims run / scheduler off", Some(false)),
+            ]
+        );
+        // 5 ms during reclaims against 2 ms with the scheduler off.
+        assert_eq!(t[3].value, Some(2.5));
+        assert!(
+            t[3].note.starts_with("1 applies overlapped"),
+            "{}",
+            t[3].note
+        );
+    }
+}

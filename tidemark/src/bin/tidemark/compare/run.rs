@@ -1,0 +1,827 @@
+//! One run: a backend and a [`Variant`] take the stream for the configured duration.
+//!
+//! Four tasks share the bucket: the **writer** applies batches at the target rate (each apply
+//! timed, and marked when a reclaim ran during it); the **lake** appends every batch to a
+//! [`MemoryLake`] before it is applied and commits a snapshot every `lake_interval`, trailing the
+//! acknowledged end by a lag drawn afresh each time (never zero, so the lake end never equals the
+//! local end while writing) and reporting it as the variant does; the **reader** looks up keys
+//! written so far at its own rate and checks every answer against the [`History`]; the
+//! **sampler** records bytes on disk, `W` and the ends. When the writer is done every key written
+//! is looked up once more and must answer its final state.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use tidemark::rng::SplitMix64;
+use tidemark::{
+    Backend, BackendConfig, BucketId, BucketStats, EngineOptions, Error, HistoricalBucket,
+    LakeLookuper, LakeSnapshot, MemoryLake, ReclaimScheduler, Result,
+};
+use tokio::sync::{RwLock, watch};
+use tokio::task::JoinHandle;
+
+use super::config::{CompareConfig, Variant};
+use super::history::{History, Verdict};
+use super::reclaims::{self, ReclaimLog, ReclaimRun};
+use super::stream::{StoredBytes, Stream};
+use crate::units;
+
+/// What a run is given.
+#[derive(Clone)]
+pub struct RunSetup {
+    /// The backend.
+    pub backend: Backend,
+    /// How it cleans up.
+    pub variant: Variant,
+    /// The workload.
+    pub config: CompareConfig,
+    /// The contexts every store of the comparison opens with.
+    pub backends: BackendConfig,
+    /// The bucket directory (removed and created again by an all-or-nothing rebuild).
+    pub dir: PathBuf,
+    /// Shows the run's progress (hidden when stderr is not a terminal, and in tests).
+    pub progress: ProgressBar,
+}
+
+/// One apply, timed.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteSample {
+    /// When it started, since the run started.
+    pub at: Duration,
+    /// How long it took (waiting for the bucket included).
+    pub latency: Duration,
+    /// Whether a reclaim ran at any moment of it.
+    pub during_reclaim: bool,
+}
+
+/// The store at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StateSample {
+    /// Since the run started.
+    pub at: Duration,
+    /// Bytes on disk, as the backend measures them.
+    pub bytes_on_disk: u64,
+    /// Bytes of the records the lake has not absorbed: offsets from the lake's end to the
+    /// applied end.
+    pub window_bytes: u64,
+    /// `W`.
+    pub watermark: u64,
+    /// The applied end.
+    pub applied_end: u64,
+    /// The end offset of the lake's latest snapshot.
+    pub lake_end: u64,
+    /// Values plus tombstones stored (an estimate on RocksDB).
+    pub live_entries: u64,
+}
+
+/// Everything a run measured; `report` turns it into figures.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The backend.
+    pub backend: Backend,
+    /// The variant.
+    pub variant: Variant,
+    /// Records written.
+    pub records: u64,
+    /// From the first apply to the end of the last.
+    pub elapsed: Duration,
+    /// Time spent inside `apply`, summed.
+    pub apply_time: Duration,
+    /// The furthest the writer fell behind its schedule.
+    pub max_behind: Duration,
+    /// Every apply.
+    pub writes: Vec<WriteSample>,
+    /// Every lookup of the reader: when it started, how long it took.
+    pub lookups: Vec<(Duration, Duration)>,
+    /// Lookups checked against the model, while writing and at the end.
+    pub checked: u64,
+    /// Answers that were not a state the key had (must be 0).
+    pub mismatches: u64,
+    /// Lookups that returned an error (must be 0).
+    pub lookup_errors: u64,
+    /// The first few mismatches and errors, described.
+    pub problems: Vec<String>,
+    /// Lookups the reader skipped because it fell more than its catch-up limit behind.
+    pub lookups_skipped: u64,
+    /// The store over time, the last sample taken when the writer finished.
+    pub samples: Vec<StateSample>,
+    /// Every reclaim the scheduler ran.
+    pub reclaims: Vec<ReclaimRun>,
+    /// Lake snapshots committed.
+    pub lake_commits: u64,
+    /// How long each `on_lake_progress` took (Tidemark runs).
+    pub notifications: Vec<Duration>,
+    /// All-or-nothing rebuilds (the lake end equalled the applied end).
+    pub rebuilds: u64,
+    /// The bucket's counters when the writer finished.
+    pub bucket: BucketStats,
+}
+
+/// Problems described in full; the rest are only counted.
+const PROBLEMS_KEPT: usize = 5;
+/// A reader further behind its schedule than this skips ahead rather than hog a core.
+const READER_CATCH_UP: Duration = Duration::from_millis(100);
+/// Keys per `lookup_many` call of the final check.
+const FINAL_CHECK_CHUNK: usize = 512;
+/// Snapshots the lake keeps (each holds the lake's whole key → value map).
+const LAKE_SNAPSHOTS_KEPT: usize = 4;
+/// Salts of the lake's and the reader's generators.
+const LAKE_SALT: u64 = 0x1a4e;
+const READER_SALT: u64 = 0x4ead;
+
+/// Runs one backend and variant on a runtime of its own.
+pub fn run(setup: RunSetup) -> Result<RunOutcome> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_async(setup))
+}
+
+/// The offsets that are written and acknowledged, and the lake's end.
+#[derive(Debug, Default)]
+struct Ends {
+    /// Every record below it has been applied and acknowledged.
+    acked: AtomicU64,
+    /// Records below it are applied or being applied.
+    applying: AtomicU64,
+    /// The end offset of the lake's latest snapshot.
+    lake: AtomicU64,
+}
+
+/// What every task of a run shares.
+struct Shared {
+    setup: RunSetup,
+    stream: Stream,
+    slot: Slot,
+    lake: Arc<MemoryLake>,
+    log: Arc<ReclaimLog>,
+    ends: Ends,
+    history: Mutex<History>,
+    origin: Instant,
+}
+
+impl Shared {
+    fn history(&self) -> MutexGuard<'_, History> {
+        // Nothing panics while it is held; a poisoned model is still whole.
+        self.history.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
+    let config = setup.config.clone();
+    let lake = Arc::new(MemoryLake::new());
+    lake.retain_snapshots(LAKE_SNAPSHOTS_KEPT)?;
+    let scheduler = match setup.variant {
+        Variant::Tidemark => Some(ReclaimScheduler::new(config.scheduler.clone())?),
+        Variant::SchedulerOff | Variant::NoCleanup | Variant::AllOrNothing => None,
+    };
+    let log = Arc::new(ReclaimLog::default());
+    let slot = Slot {
+        bucket: RwLock::new(None),
+        backend: setup.backend,
+        dir: setup.dir.clone(),
+        options: match config.sweep_chunk_rows {
+            Some(rows) => EngineOptions::default().with_sweep_chunk_rows(rows),
+            None => EngineOptions::default(),
+        }
+        .with_sync_writes(config.sync_writes),
+        backends: setup.backends.clone(),
+        lake: Arc::clone(&lake),
+        log: Arc::clone(&log),
+        scheduler: scheduler.clone(),
+    };
+    let bucket = slot.open().await?;
+    bucket.recover(LakeSnapshot::default()).await?;
+    *slot.bucket.write().await = Some(bucket);
+    // Times count from here: opening and recovering the store is not part of the run.
+    let origin = Instant::now();
+
+    let shared = Arc::new(Shared {
+        stream: Stream::new(
+            config.seed,
+            config.keys,
+            config.delete_percent,
+            config.value_size,
+        ),
+        setup,
+        slot,
+        lake,
+        log,
+        ends: Ends::default(),
+        history: Mutex::new(History::default()),
+        origin,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let lake_task = tokio::spawn(lake_loop(Arc::clone(&shared), stopped.clone()));
+    let reader_task = tokio::spawn(reader_loop(Arc::clone(&shared), stopped.clone()));
+    let sampler_task = tokio::spawn(sampler_loop(Arc::clone(&shared), stopped));
+
+    let written = write_stream(&shared).await;
+    // The store as the writer left it: the "end" of the run.
+    let last_sample = match &written {
+        Ok(_) => Some(sample(&shared).await),
+        Err(_) => None,
+    };
+    let bucket_stats = shared.slot.read(async |b| Ok(b.stats())).await;
+    // Stop the other tasks whatever happened, then report the first failure.
+    let _ = stop.send(true);
+    let lake_outcome = joined(lake_task).await;
+    let reader_outcome = joined(reader_task).await;
+    let mut samples = joined(sampler_task).await?;
+    let written = written?;
+    let (lake_outcome, mut reader_outcome) = (lake_outcome?, reader_outcome?);
+    samples.push(
+        last_sample
+            .transpose()?
+            .ok_or_else(|| Error::Internal("the writer finished without a final sample".into()))?,
+    );
+    let bucket_stats = bucket_stats?;
+
+    final_check(&shared, &mut reader_outcome).await?;
+    let reclaims = shared.log.runs(shared.origin);
+    close(&shared, scheduler).await?;
+
+    let stored = StoredBytes::new(&shared.stream, written.records);
+    for s in &mut samples {
+        s.window_bytes = stored.window(s.lake_end, s.applied_end);
+    }
+    Ok(RunOutcome {
+        backend: shared.setup.backend,
+        variant: shared.setup.variant,
+        records: written.records,
+        elapsed: written.elapsed,
+        apply_time: written.apply_time,
+        max_behind: written.max_behind,
+        writes: written.samples,
+        lookups: reader_outcome.samples,
+        checked: reader_outcome.checked,
+        mismatches: reader_outcome.mismatches,
+        lookup_errors: reader_outcome.errors,
+        problems: reader_outcome.problems,
+        lookups_skipped: reader_outcome.skipped,
+        samples,
+        reclaims,
+        lake_commits: lake_outcome.commits,
+        notifications: lake_outcome.notifications,
+        rebuilds: lake_outcome.rebuilds,
+        bucket: bucket_stats,
+    })
+}
+
+/// A task's result, its panic or cancellation turned into an error.
+async fn joined<T>(task: JoinHandle<Result<T>>) -> Result<T> {
+    task.await
+        .map_err(|e| Error::Internal(format!("a compare task did not complete: {e}")))?
+}
+
+/// The bucket of a run, replaced whole by an all-or-nothing rebuild (writers and readers hold
+/// it shared; a rebuild holds it alone, so writes wait for the rebuild, as they would in that
+/// design).
+struct Slot {
+    bucket: RwLock<Option<HistoricalBucket>>,
+    backend: Backend,
+    dir: PathBuf,
+    options: EngineOptions,
+    backends: BackendConfig,
+    lake: Arc<MemoryLake>,
+    log: Arc<ReclaimLog>,
+    scheduler: Option<ReclaimScheduler>,
+}
+
+/// The scheduler's id of the one bucket of a run.
+const BUCKET: BucketId = BucketId(0);
+
+impl Slot {
+    /// Opens (or creates) the store and wraps it in a bucket, its reclaims logged and, for
+    /// Tidemark, scheduled.
+    async fn open(&self) -> Result<HistoricalBucket> {
+        let (backend, dir, options, backends) = (
+            self.backend,
+            self.dir.clone(),
+            self.options.clone(),
+            self.backends.clone(),
+        );
+        let engine =
+            tokio::task::spawn_blocking(move || backend.open_with(&dir, options, &backends))
+                .await
+                .map_err(|e| {
+                    Error::Internal(format!("opening the store did not complete: {e}"))
+                })??;
+        let engine = reclaims::logged(engine, Arc::clone(&self.log));
+        let lake: Arc<dyn LakeLookuper> = self.lake.clone();
+        let bucket = HistoricalBucket::new(engine, lake);
+        match &self.scheduler {
+            Some(scheduler) => bucket.with_scheduler(scheduler, BUCKET),
+            None => Ok(bucket),
+        }
+    }
+
+    /// Runs `call` on the current bucket, shared with the other tasks.
+    async fn read<T>(&self, call: impl AsyncFnOnce(&HistoricalBucket) -> Result<T>) -> Result<T> {
+        let guard = self.bucket.read().await;
+        let bucket = guard.as_ref().ok_or_else(no_bucket)?;
+        call(bucket).await
+    }
+
+    /// The all-or-nothing cleanup: when the lake holds everything applied (`snapshot` ends at
+    /// the applied end), drops the store and starts an empty one that serves every older key
+    /// from the lake. `Ok(false)` when the lake is behind (always, while writes continue).
+    async fn rebuild_if_caught_up(&self, snapshot: LakeSnapshot) -> Result<bool> {
+        let mut guard = self.bucket.write().await;
+        let caught_up =
+            guard.as_ref().ok_or_else(no_bucket)?.engine().applied_end() == snapshot.end_offset;
+        if !caught_up {
+            return Ok(false);
+        }
+        if let Some(old) = guard.take() {
+            old.close().await?;
+        }
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || remove_store(&dir))
+            .await
+            .map_err(|e| Error::Internal(format!("removing the store did not complete: {e}")))??;
+        let fresh = self.open().await?;
+        // Adopts the lake's end as W: every record below it is the lake's to answer.
+        fresh.recover(snapshot).await?;
+        *guard = Some(fresh);
+        Ok(true)
+    }
+}
+
+/// Removes a store's directory; one that was never created (the memory backend keeps none) is
+/// already gone.
+pub fn remove_store(dir: &std::path::Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+fn no_bucket() -> Error {
+    Error::Internal("the run's bucket is gone (a rebuild failed)".into())
+}
+
+struct Written {
+    records: u64,
+    elapsed: Duration,
+    apply_time: Duration,
+    max_behind: Duration,
+    samples: Vec<WriteSample>,
+}
+
+/// The writer: `records()` records in batches, batch `i` due at `i × batch_interval`.
+async fn write_stream(shared: &Shared) -> Result<Written> {
+    let config = &shared.setup.config;
+    let records = config.records();
+    let interval = config.batch_interval();
+    let progress = &shared.setup.progress;
+    progress.set_length(records);
+    let started = tokio::time::Instant::from_std(shared.origin);
+    let mut samples = Vec::with_capacity(usize::try_from(records / config.batch + 1).unwrap_or(0));
+    let (mut apply_time, mut max_behind) = (Duration::ZERO, Duration::ZERO);
+    let mut offset = 0u64;
+    for i in 0u32.. {
+        if offset >= records {
+            break;
+        }
+        let due = started + interval.saturating_mul(i);
+        tokio::time::sleep_until(due).await;
+        max_behind = max_behind.max(tokio::time::Instant::now().saturating_duration_since(due));
+        let end = offset.saturating_add(config.batch).min(records);
+        let batch = shared.stream.batch(offset, end);
+        // The WAL record reaches the lake's input as soon as it is committed.
+        shared.lake.append_batch(&batch)?;
+        shared.history().extend(&shared.stream, offset, end);
+        shared.ends.applying.store(end, Ordering::SeqCst);
+        let mark = shared.log.mark();
+        let began = Instant::now();
+        shared.slot.read(async |b| b.apply(batch).await).await?;
+        let latency = began.elapsed();
+        samples.push(WriteSample {
+            at: began.duration_since(shared.origin),
+            latency,
+            during_reclaim: shared.log.overlapped_since(mark),
+        });
+        apply_time += latency;
+        shared.ends.acked.store(end, Ordering::SeqCst);
+        progress.set_position(end);
+        offset = end;
+    }
+    Ok(Written {
+        records,
+        elapsed: started.elapsed(),
+        apply_time,
+        max_behind,
+        samples,
+    })
+}
+
+#[derive(Default)]
+struct LakeOutcome {
+    commits: u64,
+    notifications: Vec<Duration>,
+    rebuilds: u64,
+}
+
+/// The lake: every `lake_interval`, a snapshot trailing the acknowledged end by a fresh lag,
+/// reported as the variant does.
+async fn lake_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> Result<LakeOutcome> {
+    let config = &shared.setup.config;
+    let mut rng = SplitMix64::new(config.seed ^ LAKE_SALT);
+    let mut ticker = tokio::time::interval(config.lake_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut outcome = LakeOutcome::default();
+    let mut end = 0u64;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stopped.changed() => break,
+        }
+        let acked = shared.ends.acked.load(Ordering::SeqCst);
+        let lag = config.lag_min + rng.below((config.lag_max - config.lag_min).saturating_add(1));
+        let next = acked.saturating_sub(lag).max(end);
+        if next == end {
+            continue;
+        }
+        end = next;
+        let snapshot = shared.lake.commit(end)?;
+        shared.ends.lake.store(end, Ordering::SeqCst);
+        outcome.commits += 1;
+        match shared.setup.variant {
+            Variant::Tidemark | Variant::SchedulerOff => {
+                let began = Instant::now();
+                shared
+                    .slot
+                    .read(async |b| b.on_lake_progress(snapshot).await)
+                    .await?;
+                outcome.notifications.push(began.elapsed());
+            }
+            Variant::AllOrNothing => {
+                if shared.slot.rebuild_if_caught_up(snapshot).await? {
+                    outcome.rebuilds += 1;
+                }
+            }
+            Variant::NoCleanup => {}
+        }
+    }
+    Ok(outcome)
+}
+
+#[derive(Default)]
+struct ReaderOutcome {
+    samples: Vec<(Duration, Duration)>,
+    checked: u64,
+    mismatches: u64,
+    errors: u64,
+    skipped: u64,
+    problems: Vec<String>,
+}
+
+impl ReaderOutcome {
+    fn problem(&mut self, describe: impl FnOnce() -> String) {
+        if self.problems.len() < PROBLEMS_KEPT {
+            self.problems.push(describe());
+        }
+    }
+}
+
+/// The reader: lookups of keys written so far, at `lookup_rate`, each checked against the
+/// history.
+async fn reader_loop(
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) -> Result<ReaderOutcome> {
+    let config = &shared.setup.config;
+    let mut outcome = ReaderOutcome::default();
+    if config.lookup_rate == 0 {
+        return Ok(outcome);
+    }
+    let mut rng = SplitMix64::new(config.seed ^ READER_SALT);
+    let interval = Duration::from_secs_f64(1.0 / config.lookup_rate as f64);
+    let mut due = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => {}
+            _ = stopped.changed() => break,
+        }
+        let now = tokio::time::Instant::now();
+        if now.saturating_duration_since(due) > READER_CATCH_UP {
+            let missed = now.saturating_duration_since(due).as_secs_f64() / interval.as_secs_f64();
+            outcome.skipped += missed as u64;
+            due = now;
+        }
+        due += interval;
+        let acked = shared.ends.acked.load(Ordering::SeqCst);
+        if acked == 0 {
+            continue;
+        }
+        let key = shared.stream.key_index(rng.below(acked));
+        let name = Stream::key(key);
+        let began = Instant::now();
+        let answer = shared.slot.read(async |b| b.lookup(&name).await).await;
+        let latency = began.elapsed();
+        let applying = shared.ends.applying.load(Ordering::SeqCst);
+        outcome
+            .samples
+            .push((began.duration_since(shared.origin), latency));
+        outcome.checked += 1;
+        match answer {
+            Ok(answer) => {
+                let verdict =
+                    shared
+                        .history()
+                        .check(&shared.stream, key, answer.as_deref(), acked, applying);
+                if verdict == Verdict::Mismatch {
+                    outcome.mismatches += 1;
+                    outcome.problem(|| {
+                        format!(
+                            "key {key}: answered {} while the acknowledged end was {acked}",
+                            describe(answer.as_deref())
+                        )
+                    });
+                }
+            }
+            Err(e) => {
+                outcome.errors += 1;
+                outcome.problem(|| format!("key {key}: lookup failed: {e}"));
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// An answer as a problem report names it: the offset a value names, or absent.
+fn describe(answer: Option<&[u8]>) -> String {
+    match answer {
+        Some(value) => match Stream::offset_of(value) {
+            Some(offset) => format!("the value written at offset {offset}"),
+            None => format!("a {}-byte value naming no offset", value.len()),
+        },
+        None => "absent".into(),
+    }
+}
+
+/// After writing: every key written, looked up once more, must answer its final state.
+async fn final_check(shared: &Shared, outcome: &mut ReaderOutcome) -> Result<()> {
+    let end = shared.ends.acked.load(Ordering::SeqCst);
+    let mut keys: Vec<u64> = shared.history().keys().collect();
+    keys.sort_unstable();
+    for chunk in keys.chunks(FINAL_CHECK_CHUNK) {
+        let names: Vec<Vec<u8>> = chunk.iter().map(|&k| Stream::key(k)).collect();
+        let answers = shared
+            .slot
+            .read(async |b| b.lookup_many(&names).await)
+            .await?;
+        let history = shared.history();
+        for (&key, answer) in chunk.iter().zip(answers) {
+            outcome.checked += 1;
+            let expected = history.state_at(&shared.stream, key, end);
+            if answer != expected {
+                outcome.mismatches += 1;
+                outcome.problem(|| {
+                    format!(
+                        "key {key} at the end: answered {}, expected {}",
+                        describe(answer.as_deref()),
+                        describe(expected.as_deref())
+                    )
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sampler: the store every `sample_interval`, and the progress line.
+async fn sampler_loop(
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) -> Result<Vec<StateSample>> {
+    let mut ticker = tokio::time::interval(shared.setup.config.sample_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut samples = Vec::new();
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stopped.changed() => break,
+        }
+        let s = sample(&shared).await?;
+        shared.setup.progress.set_message(format!(
+            "{:>10} on disk, W {}, lake end {}",
+            units::bytes(s.bytes_on_disk),
+            s.watermark,
+            s.lake_end
+        ));
+        samples.push(s);
+    }
+    Ok(samples)
+}
+
+/// The store now (its statistics read on a blocking thread: sizes may read the directory).
+async fn sample(shared: &Shared) -> Result<StateSample> {
+    let at = shared.origin.elapsed();
+    let lake_end = shared.ends.lake.load(Ordering::SeqCst);
+    let stats = shared
+        .slot
+        .read(async |b| {
+            let engine = b.engine().clone();
+            tokio::task::spawn_blocking(move || engine.stats())
+                .await
+                .map_err(|e| Error::Internal(format!("reading statistics did not complete: {e}")))?
+        })
+        .await?;
+    Ok(StateSample {
+        at,
+        bytes_on_disk: stats.bytes_on_disk,
+        window_bytes: 0,
+        watermark: stats.watermark,
+        applied_end: stats.applied_end,
+        lake_end,
+        live_entries: stats.live_entries,
+    })
+}
+
+/// Closes the bucket (waiting for a running reclaim) and stops the scheduler.
+async fn close(shared: &Shared, scheduler: Option<ReclaimScheduler>) -> Result<()> {
+    if let Some(bucket) = shared.slot.bucket.write().await.take() {
+        bucket.close().await?;
+    }
+    if let Some(scheduler) = scheduler {
+        scheduler.shutdown().await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidemark::bucket::ReclaimPolicy;
+    use tidemark::{Engine, SchedulerConfig};
+
+    /// A short, quick workload: overwrites and deletes on a small key space, a lake trailing by
+    /// 100 to 300 offsets, and a scheduler that reclaims as soon as anything is covered.
+    fn quick() -> CompareConfig {
+        CompareConfig {
+            duration: Duration::from_millis(400),
+            rate: 2_000,
+            batch: 10,
+            keys: 500,
+            delete_percent: 20,
+            value_size: 24,
+            lag_min: 100,
+            lag_max: 300,
+            lake_interval: Duration::from_millis(20),
+            lookup_rate: 500,
+            sample_interval: Duration::from_millis(20),
+            scheduler: SchedulerConfig::default()
+                .with_min_interval(Duration::ZERO)
+                .with_default_policy(ReclaimPolicy::SWEEP)
+                .with_policy("rocksdb", ReclaimPolicy::SWEEP),
+            ..CompareConfig::default()
+        }
+    }
+
+    fn setup(backend: Backend, variant: Variant, config: CompareConfig, dir: &Path) -> RunSetup {
+        RunSetup {
+            backend,
+            variant,
+            config,
+            backends: BackendConfig::default()
+                .with_budget(backend, 4)
+                .expect("a context"),
+            dir: dir.join(format!("{backend}-{variant}")),
+            progress: ProgressBar::hidden(),
+        }
+    }
+
+    use std::path::Path;
+
+    #[test]
+    fn every_backend_and_variant_answers_every_lookup_right() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = quick();
+        for backend in Backend::compiled() {
+            for variant in Variant::ALL {
+                let run = run(setup(backend, variant, config.clone(), tmp.path())).unwrap();
+                let what = format!("{backend} {variant}: {:?}", run.problems);
+                assert_eq!((run.mismatches, run.lookup_errors), (0, 0), "{what}");
+                assert_eq!(run.records, config.records(), "{what}");
+                assert_eq!(run.writes.len() as u64, config.records() / config.batch);
+                // The reader's lookups, and every key written once more at the end.
+                assert!(run.checked > run.lookups.len() as u64, "{what}");
+                let end = run.samples.last().expect("a final sample");
+                assert_eq!(end.applied_end, config.records(), "{what}");
+                assert!(end.lake_end < end.applied_end, "{what}: the lake trails");
+                assert!(end.window_bytes > 0, "{what}");
+                match variant {
+                    Variant::Tidemark => {
+                        assert!(end.watermark > 0, "{what}");
+                        assert!(!run.reclaims.is_empty(), "{what}: reclaims ran");
+                        assert!(run.notifications.len() as u64 == run.lake_commits);
+                    }
+                    Variant::SchedulerOff => {
+                        assert!(end.watermark > 0, "{what}");
+                        assert!(run.reclaims.is_empty(), "{what}");
+                    }
+                    Variant::NoCleanup | Variant::AllOrNothing => {
+                        assert_eq!(end.watermark, 0, "{what}");
+                        assert!(run.reclaims.is_empty() && run.notifications.is_empty());
+                        assert_eq!(run.rebuilds, 0, "{what}: the lake never caught up");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn all_or_nothing_rebuilds_whenever_the_lake_catches_up_and_stays_right() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No lag: the lake commits the acknowledged end, and between two batches the store holds
+        // nothing the lake lacks, so it is dropped; the lake then answers every older key.
+        let config = CompareConfig {
+            lag_min: 0,
+            lag_max: 0,
+            rate: 500,
+            lake_interval: Duration::from_millis(5),
+            ..quick()
+        };
+        for backend in Backend::compiled() {
+            let run = run(setup(
+                backend,
+                Variant::AllOrNothing,
+                config.clone(),
+                tmp.path(),
+            ))
+            .unwrap();
+            let what = format!("{backend}: {:?}", run.problems);
+            assert!(run.rebuilds > 0, "{what}");
+            assert_eq!((run.mismatches, run.lookup_errors), (0, 0), "{what}");
+            assert!(run.bucket.lake_fallbacks > 0, "{what}: the lake answered");
+        }
+    }
+
+    #[test]
+    fn a_rebuild_waits_for_the_lake_and_then_starts_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        for backend in Backend::compiled() {
+            runtime.block_on(async {
+                let lake = Arc::new(MemoryLake::new());
+                let slot = Slot {
+                    bucket: RwLock::new(None),
+                    backend,
+                    dir: tmp.path().join(format!("rebuild-{backend}")),
+                    options: EngineOptions::default().with_sync_writes(false),
+                    backends: BackendConfig::default().with_budget(backend, 4).unwrap(),
+                    lake: Arc::clone(&lake),
+                    log: Arc::new(ReclaimLog::default()),
+                    scheduler: None,
+                };
+                let bucket = slot.open().await.unwrap();
+                bucket.recover(LakeSnapshot::default()).await.unwrap();
+                *slot.bucket.write().await = Some(bucket);
+                let stream = Stream::new(3, 50, 20, 16);
+                let batch = stream.batch(0, 100);
+                lake.append_batch(&batch).unwrap();
+                slot.read(async |b| b.apply(batch).await).await.unwrap();
+
+                let behind = lake.commit(99).unwrap();
+                assert!(!slot.rebuild_if_caught_up(behind).await.unwrap());
+                assert_eq!(
+                    slot.read(async |b| Ok(b.engine().applied_end()))
+                        .await
+                        .unwrap(),
+                    100
+                );
+
+                let caught_up = lake.commit(100).unwrap();
+                assert!(slot.rebuild_if_caught_up(caught_up).await.unwrap());
+                let stats = slot.read(async |b| b.engine().stats()).await.unwrap();
+                assert_eq!((stats.watermark, stats.live_entries), (100, 0), "{backend}");
+                let mut history = History::default();
+                history.extend(&stream, 0, 100);
+                for key in 0..50 {
+                    let answer = slot
+                        .read(async |b| b.lookup(&Stream::key(key)).await)
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        answer,
+                        history.state_at(&stream, key, 100),
+                        "{backend} {key}"
+                    );
+                }
+                if let Some(b) = slot.bucket.write().await.take() {
+                    b.close().await.unwrap();
+                }
+            });
+        }
+    }
+}
