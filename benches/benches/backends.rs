@@ -16,6 +16,7 @@
 //! | `bucket-lookup` | `hit`, `many-100` | `HistoricalBucket::lookup` of a local hit, `lookup_many` of 100 (on a tokio runtime) | 1 and 100 native gets |
 //! | `advance-watermark` | `durable` | `Engine::advance_watermark` by one offset (durable, with the high-water record) | a synced single-key put |
 //! | `reclaim` | `10pct-of-20k`, `100pct-of-20k`, `1000-of-20k`, `1000-of-200k` | `Engine::reclaim` of the covered entries (count of the param) of a settled bucket of 20k or 200k distinct keys | the same keys removed physically: RocksDB deletes, flush and compaction to the bottom level; sled one unflushed batch; redb one durable transaction |
+//! | `write-during-reclaim` | `idle`, `reclaiming` | `apply` of 100 new keys (an inserting stream), alone and while another thread moves `W` to 5,000 offsets behind the applied end and reclaims, back to back | a native write of the same 100, alone and while another thread writes a synced watermark key and removes the keys written below it |
 //!
 //! Setup (building batches, filling and settling stores, opening and dropping them) is outside
 //! every timed region. The `reclaim` group builds a new bucket for every iteration, so it takes
@@ -27,6 +28,7 @@ use std::future::Future;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{
@@ -39,8 +41,9 @@ use tidemark::{
     WriteBatch,
 };
 use tidemark_benches::{
-    BATCH, RawLayout, RawStore, Read, Stream, config, disk_backends, fill, fill_key, open_raw,
-    open_tagged, payload, raw_name, read_keys, read_state, settle, stream_key, write_state,
+    BATCH, KEYS, RawLayout, RawStore, Read, Stream, config, disk_backends, fill, fill_key,
+    fresh_key, open_raw, open_tagged, payload, raw_name, read_keys, read_state, settle, stream_key,
+    write_state,
 };
 
 /// A tagged bucket of `backend` at `path` holding `state`, settled into its files.
@@ -394,12 +397,131 @@ fn bench_reclaim(c: &mut Criterion) {
     group.finish();
 }
 
+/// How far `W` trails the applied end while reclaims run during writes.
+const LAG: u64 = KEYS / 2;
+
+/// Runs `body`, and with a `step`, another thread calling it over and over meanwhile; `step` says
+/// whether it found work (if not, the thread sleeps a millisecond instead of spinning).
+fn beside(step: Option<impl FnMut() -> bool + Send>, body: impl FnOnce()) {
+    /// Stops the thread however `body` ends, so a failing benchmark cannot hang the scope.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let Some(mut step) = step else {
+        return body();
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Acquire) {
+                if !step() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        let _stop = Stop(&stop);
+        body();
+    });
+}
+
+/// One round of the tagged background reclaimer: `W` to [`LAG`] behind the applied end, then a
+/// reclaim.
+fn tagged_reclaim_step(engine: &dyn Engine) -> bool {
+    let target = engine.applied_end().saturating_sub(LAG);
+    if target <= engine.watermark() {
+        return false;
+    }
+    engine.advance_watermark(target).unwrap();
+    engine.reclaim().unwrap();
+    true
+}
+
+/// The raw background remover: what the tagged reclaimer does, natively, on an inserting
+/// [`Stream`] (whose every entry is its key's newest, so the keys the tagged reclaim finds
+/// covered are exactly those written below the watermark).
+struct RawRemover<'a> {
+    raw: &'a dyn RawStore,
+    /// The end of what the writer has written.
+    written: &'a AtomicU64,
+    /// Offsets below this are removed.
+    done: u64,
+}
+
+impl RawRemover<'_> {
+    /// A synced watermark put [`LAG`] behind the written end, then the removal of the keys
+    /// written below it since the last round.
+    fn step(&mut self) -> bool {
+        let target = self.written.load(Ordering::Acquire).saturating_sub(LAG);
+        if target <= self.done {
+            return false;
+        }
+        self.raw
+            .put_durable(RAW_WATERMARK_KEY, &target.to_be_bytes());
+        let keys: Vec<Vec<u8>> = (self.done..target).map(fresh_key).collect();
+        self.raw.remove(&keys);
+        self.done = target;
+        true
+    }
+}
+
+fn bench_write_during_reclaim(c: &mut Criterion) {
+    let config = config();
+    // Inserts, so an entry stays its key's newest until it is reclaimed: the tagged reclaim and
+    // the raw removal remove the same keys, and the stream never rewrites a key just as it is
+    // being removed.
+    let mut stream = Stream::inserting();
+    let state = stream.next_batches(2 * KEYS);
+    let mut group = c.benchmark_group("write-during-reclaim");
+    group.throughput(Throughput::Elements(BATCH));
+    for backend in disk_backends() {
+        // A new pair of stores for each param, so both start from the same state (without
+        // reclaims the store grows as it is written).
+        for reclaiming in [false, true] {
+            let param = if reclaiming { "reclaiming" } else { "idle" };
+            let dir = tempfile::tempdir().unwrap();
+            let (engine, raw, name) = pair(backend, &config, dir.path(), &state);
+            let mut tagged_stream = stream.clone();
+            beside(
+                reclaiming.then_some(|| tagged_reclaim_step(&engine)),
+                || {
+                    group.bench_function(BenchmarkId::new(backend.name(), param), |b| {
+                        bench_writes(b, &mut tagged_stream, BATCH, |batch| {
+                            engine.apply(batch).unwrap()
+                        });
+                    });
+                },
+            );
+
+            let written = AtomicU64::new(stream.next_offset());
+            let mut remover = RawRemover {
+                raw: raw.as_ref(),
+                written: &written,
+                done: 0,
+            };
+            let mut raw_stream = stream.clone();
+            beside(reclaiming.then_some(|| remover.step()), || {
+                group.bench_function(BenchmarkId::new(&name, param), |b| {
+                    bench_writes(b, &mut raw_stream, BATCH, |batch| {
+                        raw.write(batch);
+                        let end = batch.records().last().map_or(0, |r| r.offset() + 1);
+                        written.fetch_max(end, Ordering::Release);
+                    });
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     targets = bench_apply, bench_lookup, bench_bucket_lookup, bench_advance_watermark,
-        bench_reclaim
+        bench_reclaim, bench_write_during_reclaim
 }
 criterion_main!(benches);

@@ -47,14 +47,38 @@ pub fn stream_key(offset: u64) -> Vec<u8> {
     key(offset % KEYS * STRIDE)
 }
 
-/// The write stream of the write benchmarks: puts of [`stream_key`] and [`payload`] at
-/// consecutive offsets from 0.
-#[derive(Debug, Clone, Default)]
+/// A key no other offset writes: `offset` scrambled by a bijection of `u64` (multiplication by
+/// an odd constant), so consecutive inserts land all over the key range, never appended in order.
+pub fn fresh_key(offset: u64) -> Vec<u8> {
+    format!("key-{:016x}", offset.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes()
+}
+
+/// The write stream of the write benchmarks: puts of [`payload`] at consecutive offsets from 0.
+#[derive(Debug, Clone)]
 pub struct Stream {
     next: u64,
+    key: fn(u64) -> Vec<u8>,
 }
 
 impl Stream {
+    /// Overwrites: the key of offset `o` is [`stream_key`]`(o)`, every key rewritten every
+    /// [`KEYS`] offsets.
+    pub fn overwriting() -> Self {
+        Stream {
+            next: 0,
+            key: stream_key,
+        }
+    }
+
+    /// Inserts: the key of offset `o` is [`fresh_key`]`(o)`, never written again, so an entry
+    /// stays the key's newest until it is removed.
+    pub fn inserting() -> Self {
+        Stream {
+            next: 0,
+            key: fresh_key,
+        }
+    }
+
     /// The offset of the next record.
     pub fn next_offset(&self) -> u64 {
         self.next
@@ -65,7 +89,7 @@ impl Stream {
         let first = self.next;
         self.next += len;
         (first..self.next)
-            .map(|offset| Record::put(stream_key(offset), payload(offset), offset))
+            .map(|offset| Record::put((self.key)(offset), payload(offset), offset))
             .collect()
     }
 
@@ -84,7 +108,7 @@ impl Stream {
 /// The state every write benchmark starts from (and the stream continuing it): every key written
 /// twice, so writes overwrite existing keys, as in a bucket that has been running.
 pub fn write_state() -> (Vec<WriteBatch>, Stream) {
-    let mut stream = Stream::default();
+    let mut stream = Stream::overwriting();
     (stream.next_batches(2 * KEYS), stream)
 }
 
