@@ -1,14 +1,17 @@
 //! Shared workload and raw-engine baselines for the Tidemark benchmarks.
 //!
 //! The raw baselines write the same keys and payloads with each engine's native API — no offset
-//! tag, no index, no metadata — so a benchmark can quote the cost of Tidemark's bookkeeping as a
-//! ratio measured in one run.
+//! tag, no index, no metadata — tuned like that backend's buckets, so a benchmark can quote the
+//! cost of Tidemark's bookkeeping as a ratio measured in one run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
-use engine_api::WriteBatch;
-use tidemark::BackendConfig;
+use engine_api::rng::SplitMix64;
+use engine_api::sweeper::index_key;
+use engine_api::{Record, WriteBatch};
+use sled::Transactional;
+use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
 
 /// Keys in the benchmark key space.
 pub const KEYS: u64 = 10_000;
@@ -16,43 +19,155 @@ pub const KEYS: u64 = 10_000;
 pub const VALUE_SIZE: usize = 128;
 /// Records per batch.
 pub const BATCH: u64 = 100;
+/// Spreads consecutive offsets over the key space: a prime, so coprime to every key count used
+/// here (multiples of 10), and `offset * STRIDE mod n` visits every key once per `n` offsets.
+pub const STRIDE: u64 = 7919;
+/// One key in this many is deleted in the read state ([`read_state`]).
+pub const DEAD_EVERY: u64 = 10;
 
-/// The key for index `i` (fixed width so all engines see the same byte strings).
+/// The `i`-th distinct key (fixed width, so every engine sees byte strings of one length).
+pub fn nth_key(i: u64) -> Vec<u8> {
+    format!("key-{i:08}").into_bytes()
+}
+
+/// The key for index `i` of the key space.
 pub fn key(i: u64) -> Vec<u8> {
-    format!("key-{:08}", i % KEYS).into_bytes()
+    nth_key(i % KEYS)
 }
 
-/// A deterministic payload for offset `offset`.
+/// A deterministic, incompressible payload for offset `offset`: neither side gains from
+/// RocksDB's LZ4, and bytes on disk follow the bytes written.
 pub fn payload(offset: u64) -> Vec<u8> {
-    let seed = offset.to_le_bytes();
-    (0..VALUE_SIZE).map(|i| seed[i % 8] ^ i as u8).collect()
+    SplitMix64::new(offset).bytes(VALUE_SIZE)
 }
 
-/// The `n`-th batch of the stream: `BATCH` puts at consecutive offsets, spread over the key space.
-pub fn batch(n: u64) -> WriteBatch {
-    let mut b = WriteBatch::new();
-    for i in 0..BATCH {
-        let offset = n * BATCH + i;
-        b.put(key(offset.wrapping_mul(7919)), payload(offset), offset);
-    }
-    b
+/// The key the stream writes at `offset`: the key space walked with [`STRIDE`], so a batch
+/// spreads over it and every key is written again exactly [`KEYS`] offsets later.
+pub fn stream_key(offset: u64) -> Vec<u8> {
+    key(offset % KEYS * STRIDE)
 }
 
-/// A raw engine without Tidemark's tagging, for baselines.
-pub trait RawStore {
-    /// Writes the batch's keys and payloads natively (untagged, unindexed, unsynced).
-    fn write(&self, batch: &WriteBatch);
-    /// Reads a key natively.
-    fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+/// A key no other offset writes: `offset` scrambled by a bijection of `u64` (multiplication by
+/// an odd constant), so consecutive inserts land all over the key range, never appended in order.
+pub fn fresh_key(offset: u64) -> Vec<u8> {
+    format!("key-{:016x}", offset.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes()
 }
 
-/// Writes `(key, payload)` of every put in `batch` through `put`.
-fn for_each_put(batch: &WriteBatch, mut put: impl FnMut(&[u8], &[u8])) {
-    for r in batch.records() {
-        if let engine_api::Record::Put { key, value, .. } = r {
-            put(key, value);
+/// The write stream of the write benchmarks: puts of [`payload`] at consecutive offsets from 0.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    next: u64,
+    key: fn(u64) -> Vec<u8>,
+}
+
+impl Stream {
+    /// Overwrites: the key of offset `o` is [`stream_key`]`(o)`, every key rewritten every
+    /// [`KEYS`] offsets.
+    pub fn overwriting() -> Self {
+        Stream {
+            next: 0,
+            key: stream_key,
         }
     }
+
+    /// Inserts: the key of offset `o` is [`fresh_key`]`(o)`, never written again, so an entry
+    /// stays the key's newest until it is removed.
+    pub fn inserting() -> Self {
+        Stream {
+            next: 0,
+            key: fresh_key,
+        }
+    }
+
+    /// The offset of the next record.
+    pub fn next_offset(&self) -> u64 {
+        self.next
+    }
+
+    /// The next `len` records as one batch.
+    pub fn next_batch(&mut self, len: u64) -> WriteBatch {
+        let first = self.next;
+        self.next += len;
+        (first..self.next)
+            .map(|offset| Record::put((self.key)(offset), payload(offset), offset))
+            .collect()
+    }
+
+    /// The next `records` records in batches of 1,000 (cheap set-up writes).
+    pub fn next_batches(&mut self, records: u64) -> Vec<WriteBatch> {
+        let end = self.next + records;
+        let mut batches = Vec::new();
+        while self.next < end {
+            let len = (end - self.next).min(1_000);
+            batches.push(self.next_batch(len));
+        }
+        batches
+    }
+}
+
+/// The state every write benchmark starts from (and the stream continuing it): every key written
+/// twice, so writes overwrite existing keys, as in a bucket that has been running.
+pub fn write_state() -> (Vec<WriteBatch>, Stream) {
+    let mut stream = Stream::overwriting();
+    (stream.next_batches(2 * KEYS), stream)
+}
+
+/// The state the read benchmarks read: [`write_state`], then every [`DEAD_EVERY`]-th key deleted
+/// (a tombstone for Tidemark, a native delete for a raw store), so hits, deleted keys and misses
+/// interleave in key order.
+pub fn read_state() -> Vec<WriteBatch> {
+    let (mut batches, stream) = write_state();
+    let mut deletes = WriteBatch::new();
+    for (offset, key) in (stream.next_offset()..).zip(read_keys(Read::Deleted)) {
+        deletes.delete(key, offset);
+    }
+    batches.push(deletes);
+    batches
+}
+
+/// Which keys of [`read_state`] a lookup asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// A key holding a value.
+    Hit,
+    /// A deleted key (Tidemark holds a tombstone).
+    Deleted,
+    /// A key never written, sorting between written ones.
+    Missing,
+}
+
+/// The keys of `read` in the order a benchmark asks for them (the key space walked with
+/// [`STRIDE`], so consecutive lookups land far apart).
+pub fn read_keys(read: Read) -> Vec<Vec<u8>> {
+    let dead = |i: u64| i % DEAD_EVERY == DEAD_EVERY - 1;
+    (0..KEYS)
+        .map(|n| n * STRIDE % KEYS)
+        .filter_map(|i| match read {
+            Read::Hit => (!dead(i)).then(|| key(i)),
+            Read::Deleted => dead(i).then(|| key(i)),
+            Read::Missing => Some([key(i), b"~".to_vec()].concat()),
+        })
+        .collect()
+}
+
+/// The key of offset `offset` in a bucket of `records` distinct keys filled by [`fill`]
+/// (a permutation of the first `records` keys, so covered keys spread over the key range).
+pub fn fill_key(offset: u64, records: u64) -> Vec<u8> {
+    nth_key(offset * STRIDE % records)
+}
+
+/// A bucket of `records` distinct keys at offsets `0..records`, in batches of 1,000. `records`
+/// must be coprime to [`STRIDE`].
+pub fn fill(records: u64) -> Vec<WriteBatch> {
+    assert_ne!(records % STRIDE, 0, "{records} keys are not a permutation");
+    (0..records)
+        .step_by(1_000)
+        .map(|first| {
+            (first..(first + 1_000).min(records))
+                .map(|offset| Record::put(fill_key(offset, records), payload(offset), offset))
+                .collect()
+        })
+        .collect()
 }
 
 /// Buckets the benchmarks open at once: their contexts are sized for this many, and each raw
@@ -65,7 +180,94 @@ pub fn config() -> BackendConfig {
     BackendConfig::for_buckets(BENCH_BUCKETS).unwrap()
 }
 
-/// Raw RocksDB, tuned exactly like the buckets (the options of the shared context).
+/// The backends with a raw baseline: every compiled disk backend (the memory engine is a
+/// `BTreeMap`, with no engine underneath to compare against).
+pub fn disk_backends() -> Vec<Backend> {
+    Backend::compiled()
+        .into_iter()
+        .filter(|b| b.is_persistent())
+        .collect()
+}
+
+/// Opens a tagged bucket of `backend` at `path` from `config`. Writes are not synced, like the
+/// raw baselines': the benchmarks compare bookkeeping, not fsync latency (the watermark is
+/// durable whatever this says).
+pub fn open_tagged(backend: Backend, config: &BackendConfig, path: &Path) -> EngineHandle {
+    let options = EngineOptions::default().with_sync_writes(false);
+    backend.open_with(path, options, config).unwrap()
+}
+
+/// Settles a tagged bucket's writes into its files: a durable flush, then a reclaim with nothing
+/// covered (RocksDB: a flush and a compaction to the bottom level). The raw twin is
+/// [`RawStore::settle`].
+pub fn settle(engine: &dyn Engine) {
+    engine.flush().unwrap();
+    engine.reclaim().unwrap();
+}
+
+/// A raw engine without Tidemark's tagging, for baselines.
+pub trait RawStore: Send + Sync {
+    /// Writes the batch natively (untagged, unsynced): a put as a put, a delete as a delete.
+    fn write(&self, batch: &WriteBatch);
+    /// Reads a key natively.
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// Writes `key` durably before it returns (into a table of its own): the raw counterpart of
+    /// Tidemark's durable watermark write.
+    fn put_durable(&self, key: &[u8], value: &[u8]);
+    /// Removes `keys` physically, as durably as the backend's reclaim: the raw counterpart of a
+    /// reclaim, given the keys that Tidemark finds through its watermark.
+    fn remove(&self, keys: &[Vec<u8>]);
+    /// Settles what was written into the files, like [`settle`] does for a tagged bucket.
+    fn settle(&self);
+}
+
+/// What a raw baseline writes per record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawLayout {
+    /// The key and payload only.
+    Data,
+    /// Also an `offset ‖ key` row in an index table, in the same transaction: what sled's and
+    /// redb's tagged buckets write besides the data row, without the tag, the checksum and the
+    /// metadata. Only for splitting the cost of a write: [`RawStore::remove`] leaves the index.
+    DataAndIndex,
+}
+
+/// The benchmark name of `backend`'s raw baseline with `layout`.
+pub fn raw_name(backend: Backend, layout: RawLayout) -> String {
+    match layout {
+        RawLayout::Data => format!("raw-{}", backend.name()),
+        RawLayout::DataAndIndex => format!("raw-{}+index", backend.name()),
+    }
+}
+
+/// Opens `backend`'s raw baseline at `path` with the tuning `config` gives that backend's
+/// buckets; `None` for the memory backend, and for an index on RocksDB (its tagged buckets keep
+/// none).
+pub fn open_raw(
+    backend: Backend,
+    layout: RawLayout,
+    config: &BackendConfig,
+    path: &Path,
+) -> Option<Box<dyn RawStore>> {
+    let indexed = layout == RawLayout::DataAndIndex;
+    match backend {
+        Backend::RocksDb if !indexed => Some(Box::new(RawRocks::open(config, path))),
+        Backend::Sled => Some(Box::new(RawSled::open(config, path, indexed))),
+        Backend::Redb => Some(Box::new(RawRedb::open(config, path, indexed))),
+        _ => None,
+    }
+}
+
+/// Every record of `batch` as `(key, payload, offset)`; the payload is `None` for a delete.
+fn records(batch: &WriteBatch) -> impl Iterator<Item = (&[u8], Option<&[u8]>, u64)> {
+    batch.records().iter().map(|r| match r {
+        Record::Put { key, value, offset } => (key.as_slice(), Some(value.as_slice()), *offset),
+        Record::Delete { key, offset } => (key.as_slice(), None, *offset),
+    })
+}
+
+/// Raw RocksDB, tuned exactly like the buckets (the options of the shared context), in its
+/// default column family.
 pub struct RawRocks(rocksdb::DB);
 
 impl RawRocks {
@@ -75,82 +277,216 @@ impl RawRocks {
         opts.create_if_missing(true);
         RawRocks(rocksdb::DB::open(&opts, path).unwrap())
     }
+
+    /// Flushes the memtable, then compacts everything to the bottom level the way a tagged
+    /// RocksDB reclaim does (bottom files rewritten, not exclusive).
+    fn flush_and_compact(&self) {
+        let mut flush = rocksdb::FlushOptions::default();
+        flush.set_wait(true);
+        self.0.flush_opt(&flush).unwrap();
+        let mut compact = rocksdb::CompactOptions::default();
+        compact.set_exclusive_manual_compaction(false);
+        compact.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::ForceOptimized);
+        self.0
+            .compact_range_opt(None::<&[u8]>, None::<&[u8]>, &compact);
+    }
+
+    fn write_unsynced(&self, wb: rocksdb::WriteBatch) {
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.set_sync(false);
+        self.0.write_opt(wb, &wo).unwrap();
+    }
 }
 
 impl RawStore for RawRocks {
     fn write(&self, batch: &WriteBatch) {
         let mut wb = rocksdb::WriteBatch::default();
-        for_each_put(batch, |k, v| wb.put(k, v));
-        let mut wo = rocksdb::WriteOptions::default();
-        wo.set_sync(false);
-        self.0.write_opt(wb, &wo).unwrap();
+        for (k, v, _) in records(batch) {
+            match v {
+                Some(v) => wb.put(k, v),
+                None => wb.delete(k),
+            }
+        }
+        self.write_unsynced(wb);
     }
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.0.get(key).unwrap()
     }
+    /// A synced put, as the bucket's watermark write is.
+    fn put_durable(&self, key: &[u8], value: &[u8]) {
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.set_sync(true);
+        self.0.put_opt(key, value, &wo).unwrap();
+    }
+    /// Deletes, then the flush and compaction that make them physical (a RocksDB delete only
+    /// writes a marker; a tagged reclaim likewise flushes and compacts).
+    fn remove(&self, keys: &[Vec<u8>]) {
+        let mut wb = rocksdb::WriteBatch::default();
+        keys.iter().for_each(|k| wb.delete(k));
+        self.write_unsynced(wb);
+        self.flush_and_compact();
+    }
+    fn settle(&self) {
+        self.flush_and_compact();
+    }
 }
 
-/// Raw sled with a bucket's cache share.
-pub struct RawSled(sled::Db);
+/// Raw sled with a bucket's cache share. sled's own flusher thread runs every 500 ms, as the
+/// sled context's one flusher does for the buckets.
+pub struct RawSled {
+    db: sled::Db,
+    data: sled::Tree,
+    index: Option<sled::Tree>,
+    meta: sled::Tree,
+}
 
 impl RawSled {
-    /// Opens a raw sled database at `path` with the cache share of `config`'s sled context.
-    pub fn open(config: &BackendConfig, path: &Path) -> Self {
+    /// Opens a raw sled database at `path` with the cache share of `config`'s sled context; with
+    /// `indexed`, writes also an index row per record ([`RawLayout::DataAndIndex`]).
+    pub fn open(config: &BackendConfig, path: &Path, indexed: bool) -> Self {
         let cache = config.sled.as_ref().unwrap().cache_bytes_per_bucket();
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(cache)
             .open()
             .unwrap();
-        RawSled(db)
+        let tree = |name: &str| db.open_tree(name).unwrap();
+        RawSled {
+            data: tree("data"),
+            index: indexed.then(|| tree("by_offset")),
+            meta: tree("meta"),
+            db,
+        }
     }
 }
 
 impl RawStore for RawSled {
+    /// One batch on the data tree; with the index, one transaction over both trees (sled's batch
+    /// covers one tree, and the index row must commit with its data row).
     fn write(&self, batch: &WriteBatch) {
-        let mut b = sled::Batch::default();
-        for_each_put(batch, |k, v| b.insert(k, v));
-        self.0.apply_batch(b).unwrap();
+        if let Some(index) = &self.index {
+            (&self.data, index)
+                .transaction(|(data, index)| {
+                    for (k, v, offset) in records(batch) {
+                        match v {
+                            Some(v) => data.insert(k, v)?,
+                            None => data.remove(k)?,
+                        };
+                        index.insert(index_key(offset, k), &[][..])?;
+                    }
+                    Ok::<_, sled::transaction::ConflictableTransactionError>(())
+                })
+                .unwrap();
+        } else {
+            let mut b = sled::Batch::default();
+            for (k, v, _) in records(batch) {
+                match v {
+                    Some(v) => b.insert(k, v),
+                    None => b.remove(k),
+                }
+            }
+            self.data.apply_batch(b).unwrap();
+        }
     }
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.0.get(key).unwrap().map(|v| v.to_vec())
+        self.data.get(key).unwrap().map(|v| v.to_vec())
+    }
+    /// An insert and a flush, as the bucket's watermark write is.
+    fn put_durable(&self, key: &[u8], value: &[u8]) {
+        self.meta.insert(key, value).unwrap();
+        self.db.flush().unwrap();
+    }
+    /// One batch of removals, not flushed: a tagged sled reclaim does not flush either.
+    fn remove(&self, keys: &[Vec<u8>]) {
+        let mut b = sled::Batch::default();
+        keys.iter().for_each(|k| b.remove(k.as_slice()));
+        self.data.apply_batch(b).unwrap();
+    }
+    fn settle(&self) {
+        self.db.flush().unwrap();
     }
 }
 
-const RAW_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("raw");
+const RAW_DATA: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("data");
+const RAW_INDEX: redb::TableDefinition<&[u8], ()> = redb::TableDefinition::new("by_offset");
+const RAW_META: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("meta");
 
-/// Raw redb, one table, non-durable commits.
-pub struct RawRedb(redb::Database);
+/// Raw redb with a bucket's cache share: writes commit without an fsync (`Durability::None`),
+/// as a bucket's unsynced writes do.
+pub struct RawRedb {
+    db: redb::Database,
+    indexed: bool,
+}
 
 impl RawRedb {
-    /// Creates a raw redb file at `path` with the cache share of `config`'s redb context.
-    pub fn open(config: &BackendConfig, path: &Path) -> Self {
+    /// Creates a raw redb file at `path` with the cache share of `config`'s redb context (and
+    /// its tables, as a tagged bucket does at open); with `indexed`, writes also an index row
+    /// per record ([`RawLayout::DataAndIndex`]).
+    pub fn open(config: &BackendConfig, path: &Path, indexed: bool) -> Self {
         let cache = config.redb.as_ref().unwrap().cache_bytes_per_bucket();
         let mut builder = redb::Builder::new();
         builder.set_cache_size(usize::try_from(cache).unwrap());
-        RawRedb(builder.create(path).unwrap())
+        let db = builder.create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(RAW_DATA).unwrap();
+        txn.open_table(RAW_INDEX).unwrap();
+        txn.open_table(RAW_META).unwrap();
+        txn.commit().unwrap();
+        RawRedb { db, indexed }
+    }
+
+    /// Runs `f` in one write transaction committed with `durability`.
+    fn commit(&self, durability: redb::Durability, f: impl FnOnce(&redb::WriteTransaction)) {
+        let mut txn = self.db.begin_write().unwrap();
+        txn.set_durability(durability).unwrap();
+        f(&txn);
+        txn.commit().unwrap();
     }
 }
 
 impl RawStore for RawRedb {
     fn write(&self, batch: &WriteBatch) {
-        let mut txn = self.0.begin_write().unwrap();
-        txn.set_durability(redb::Durability::None).unwrap();
-        {
-            let mut table = txn.open_table(RAW_TABLE).unwrap();
-            for_each_put(batch, |k, v| {
-                table.insert(k, v).unwrap();
-            });
-        }
-        txn.commit().unwrap();
+        self.commit(redb::Durability::None, |txn| {
+            let mut data = txn.open_table(RAW_DATA).unwrap();
+            let mut index = self.indexed.then(|| txn.open_table(RAW_INDEX).unwrap());
+            for (k, v, offset) in records(batch) {
+                match v {
+                    Some(v) => data.insert(k, v),
+                    None => data.remove(k),
+                }
+                .unwrap();
+                if let Some(index) = &mut index {
+                    index.insert(index_key(offset, k).as_slice(), ()).unwrap();
+                }
+            }
+        });
     }
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         use redb::ReadableDatabase;
-        let txn = self.0.begin_read().unwrap();
-        let table = match txn.open_table(RAW_TABLE) {
-            Ok(t) => t,
-            Err(_) => return None,
-        };
+        let txn = self.db.begin_read().unwrap();
+        let table = txn.open_table(RAW_DATA).unwrap();
         table.get(key).unwrap().map(|v| v.value().to_vec())
+    }
+    /// An immediately durable commit, as the bucket's watermark write is.
+    fn put_durable(&self, key: &[u8], value: &[u8]) {
+        self.commit(redb::Durability::Immediate, |txn| {
+            txn.open_table(RAW_META)
+                .unwrap()
+                .insert(key, value)
+                .unwrap();
+        });
+    }
+    /// One durable transaction: a tagged redb reclaim ends with one durable commit too.
+    fn remove(&self, keys: &[Vec<u8>]) {
+        self.commit(redb::Durability::Immediate, |txn| {
+            let mut data = txn.open_table(RAW_DATA).unwrap();
+            for k in keys {
+                data.remove(k.as_slice()).unwrap();
+            }
+        });
+    }
+    /// An empty durable commit, as a tagged redb flush is.
+    fn settle(&self) {
+        self.commit(redb::Durability::Immediate, |_| {});
     }
 }
