@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check and test of the workspace: formatting, clippy with warnings denied, then all
-# tests of all crates with every backend compiled in, and a one-line total at the end.
+# Runs every check and test of the workspace: formatting, clippy with warnings denied, every
+# criterion benchmark once in test mode, then all tests of all crates with every backend compiled
+# in, and a one-line total at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
@@ -11,9 +12,20 @@ cargo fmt --all --check
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
-echo "== cargo test (the first build compiles RocksDB: several minutes)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+echo "== criterion benchmarks in test mode, each once: that they run, not how fast (the first build compiles RocksDB: several minutes)"
+set +e
+cargo test -p tidemark-benches --bench backends --bench codec 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+echo "benchmarks run once: $(grep -c '^Success' "$log" || true)"
+if [[ $status -ne 0 ]]; then
+    exit "$status"
+fi
+
+echo "== cargo test"
 set +e
 cargo test --workspace --all-features 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
