@@ -226,7 +226,7 @@ pub fn compare(
     let report = CompareReport {
         schema: report::SCHEMA,
         build: if cfg!(debug_assertions) {
-            "debug"
+            "dev"
         } else {
             "release"
         },

@@ -32,7 +32,8 @@ pub mod limits {
 pub struct CompareReport {
     /// [`SCHEMA`].
     pub schema: &'static str,
-    /// `debug` or `release`: what the figures were measured with.
+    /// `dev` (the dev profile: optimised, debug assertions on) or `release`: what the figures
+    /// were measured with.
     pub build: &'static str,
     /// The workload.
     pub config: ConfigReport,
