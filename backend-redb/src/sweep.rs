@@ -26,6 +26,8 @@ impl SweepChunk for RedbChunker<'_> {
     ) -> Result<ChunkResult> {
         let upper = index_upper_bound(threshold);
         let mut txn = self.db.begin_write().redb()?;
+        // The write lock is held from here: what writers wait for.
+        let holding = std::time::Instant::now();
         // Chunks commit without an fsync each; `RedbEngine::reclaim` ends the sweep with one
         // durable commit. A crash in between only loses removals, which the next sweep redoes.
         txn.set_durability(Durability::None).redb()?;
@@ -66,6 +68,7 @@ impl SweepChunk for RedbChunker<'_> {
         }
         txn.commit().redb()?;
         result.totals.chunks = 1;
+        result.busy = Some(holding.elapsed());
         Ok(result)
     }
 }

@@ -62,9 +62,14 @@ impl SweepChunk for Chunker<'_> {
         let Some(last) = rows.last() else {
             return Ok(ChunkResult::default());
         };
+        // Set when the closure first runs, i.e. once sled's transaction lock is held.
+        let holding: std::cell::Cell<Option<std::time::Instant>> = std::cell::Cell::new(None);
         let (mut totals, removed) = (self.data, self.by_offset, self.meta)
             .transaction(
                 |(data, index, meta)| -> ConflictableTransactionResult<(SweepTotals, u64), Error> {
+                    if holding.get().is_none() {
+                        holding.set(Some(std::time::Instant::now()));
+                    }
                     // Built afresh on every attempt: sled may re-run the closure.
                     let mut totals = SweepTotals::default();
                     let mut removed = 0u64;
@@ -100,6 +105,7 @@ impl SweepChunk for Chunker<'_> {
         Ok(ChunkResult {
             totals,
             last_index_key: Some(last.to_vec()),
+            busy: holding.get().map(|t| t.elapsed()),
         })
     }
 }

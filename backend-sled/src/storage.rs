@@ -371,13 +371,6 @@ impl Storage for SledStorage {
         self.flush_db().map_err(sled_error)
     }
 
-    /// sled flushes alongside its writers, so the flush of a watermark change has less to do.
-    /// (Straight to sled: the injected flush failure of the tests is meant for the durable flush
-    /// that follows.)
-    fn prepare_durable(&self) -> Result<()> {
-        self.db.flush().map(drop).map_err(sled_error)
-    }
-
     /// Walks `data` (each row's index row looked up in `by_offset`), then `by_offset` (each
     /// row's data row looked up in `data`). sled has no check of its own beyond the log
     /// checksums it verifies when it opens, so no engine check runs here.

@@ -172,6 +172,11 @@ pub struct ChunkResult {
     /// The last index key visited, where the next chunk resumes (exclusive). `None` when the
     /// chunk found no row at all.
     pub last_index_key: Option<Vec<u8>>,
+    /// How long the chunk held the storage's write lock (from when its transaction had the lock
+    /// to its commit), which is what writers wait for and what chunks are sized by; `None`: the
+    /// sweep times the whole call. Time spent *waiting* for the lock must not count, or a busy
+    /// writer would shrink every chunk to one row and the sweep would fall behind.
+    pub busy: Option<Duration>,
 }
 
 /// One bounded sweeper transaction, implemented by each B-tree backend.
@@ -216,9 +221,11 @@ pub struct ChunkSizer {
 }
 
 impl ChunkSizer {
-    /// Chunks of at most `max_rows` rows (at least 1), sized to take about `target` when given.
+    /// Chunks of at most `max_rows` rows (at least 1), sized to take about `target` when given
+    /// (a zero target is taken as none: no chunk could meet it).
     pub fn new(max_rows: usize, target: Option<Duration>) -> Self {
         let max_rows = max_rows.max(1);
+        let target = target.filter(|t| !t.is_zero());
         ChunkSizer {
             max_rows,
             target,
@@ -272,13 +279,14 @@ pub fn sweep<S: SweepChunk + ?Sized>(
         let limit = sizer.rows();
         let started = Instant::now();
         let chunk = target.sweep_chunk(threshold, limit, cursor.as_deref())?;
+        let took = chunk.busy.unwrap_or_else(|| started.elapsed());
         totals.add(&chunk.totals);
         let visited = chunk.totals.rows_visited;
         match chunk.last_index_key {
             Some(last) if visited as usize >= limit => cursor = Some(last),
             _ => return Ok(totals),
         }
-        sizer.observe(visited as usize, started.elapsed());
+        sizer.observe(visited as usize, took);
         turns.yield_to_writers(MAX_YIELD);
     }
 }
@@ -295,6 +303,10 @@ mod tests {
         data: RefCell<BTreeMap<Vec<u8>, Vec<u8>>>,
         index: RefCell<BTreeMap<Vec<u8>, ()>>,
         chunks: RefCell<u64>,
+        /// Rows each chunk visited, in order.
+        sizes: RefCell<Vec<usize>>,
+        /// What each chunk reports as the time it held the lock (`None`: the sweep times it).
+        busy: Option<Duration>,
     }
 
     impl Toy {
@@ -339,6 +351,10 @@ mod tests {
                 result.last_index_key = Some(row);
             }
             result.totals.chunks = 1;
+            result.busy = self.busy;
+            self.sizes
+                .borrow_mut()
+                .push(result.totals.rows_visited as usize);
             Ok(result)
         }
     }
@@ -378,6 +394,84 @@ mod tests {
         // The toy counts the last, empty chunk too.
         assert_eq!(totals.chunks, 1 + (40 - first) + 1);
         assert!(toy.data.borrow().is_empty());
+    }
+
+    #[test]
+    fn chunks_are_sized_by_the_time_they_hold_the_lock_not_by_the_wait_for_it() {
+        // Each chunk reports 1 µs holding the lock, however long the call took (waiting for a
+        // writer's fsync, say): the chunks grow to their maximum instead of shrinking.
+        let toy = Toy {
+            busy: Some(Duration::from_micros(1)),
+            ..Toy::default()
+        };
+        for i in 0..200u64 {
+            toy.put(format!("k{i:03}").as_bytes(), i);
+        }
+        let sizer = ChunkSizer::new(64, Some(Duration::from_millis(1)));
+        let totals = sweep(&toy, 200, sizer, &WriterTurns::default()).unwrap();
+        assert_eq!(totals.values_removed, 200);
+        assert_eq!(*toy.sizes.borrow(), vec![16, 32, 64, 64, 24]);
+        // A zero target cannot be met: it sizes nothing (full chunks), rather than one row each.
+        assert_eq!(ChunkSizer::new(64, Some(Duration::ZERO)).rows(), 64);
+    }
+
+    #[test]
+    fn a_writer_announced_before_a_chunk_ends_commits_before_the_next_one() {
+        use std::sync::{Arc, Mutex, mpsc};
+        // A chunk per row, logging itself; the writer waits for the first chunk, then logs.
+        struct Logged {
+            log: Arc<Mutex<Vec<String>>>,
+            first_done: Mutex<Option<mpsc::Sender<()>>>,
+        }
+        impl SweepChunk for Logged {
+            fn sweep_chunk(
+                &self,
+                threshold: u64,
+                _: usize,
+                after: Option<&[u8]>,
+            ) -> Result<ChunkResult> {
+                let next = after.map_or(0, |a| a[0] + 1);
+                if u64::from(next) >= threshold {
+                    return Ok(ChunkResult::default());
+                }
+                self.log.lock().unwrap().push(format!("chunk {next}"));
+                if let Some(tx) = self.first_done.lock().unwrap().take() {
+                    tx.send(()).unwrap();
+                }
+                let mut result = ChunkResult {
+                    last_index_key: Some(vec![next]),
+                    ..ChunkResult::default()
+                };
+                result.totals.rows_visited = 1;
+                Ok(result)
+            }
+        }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let turns = Arc::new(WriterTurns::default());
+        let (done_tx, done_rx) = mpsc::channel();
+        let (announced_tx, announced_rx) = mpsc::channel();
+        let writer = {
+            let (log, turns) = (Arc::clone(&log), Arc::clone(&turns));
+            std::thread::spawn(move || {
+                let turn = turns.announce();
+                announced_tx.send(()).unwrap();
+                done_rx.recv().unwrap();
+                log.lock().unwrap().push("write".to_string());
+                drop(turn);
+            })
+        };
+        announced_rx.recv().unwrap();
+        let target = Logged {
+            log: Arc::clone(&log),
+            first_done: Mutex::new(Some(done_tx)),
+        };
+        let totals = sweep(&target, 3, ChunkSizer::new(1, None), &turns).unwrap();
+        writer.join().unwrap();
+        assert_eq!(totals.rows_visited, 3);
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["chunk 0", "write", "chunk 1", "chunk 2"]
+        );
     }
 
     #[test]

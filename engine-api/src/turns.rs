@@ -4,9 +4,11 @@
 //! thread releases it after a chunk and, still running, takes it again before a writer that was
 //! waiting for it has been scheduled, so one reclaim could hold every `apply` until it ends
 //! (`tidemark compare` measured writes waiting a whole 100 ms redb sweep of 64-row chunks).
-//! Writers therefore announce themselves before they take the engine's writer lock, and the
-//! sweep, between two chunks, waits until every writer announced by then has finished: a writer
-//! waits for at most the chunk in flight.
+//! A writer therefore announces itself as soon as it holds the engine's writer lock (only that
+//! writer competes with the sweep for the storage; one queued behind `verify` must not hold a
+//! sweep up), and the sweep, between two chunks, waits until every writer announced by then has
+//! finished: the writer waits for at most the chunk in flight. The turns are the engine's own:
+//! writers of *other* buckets that share a process-wide lock (sled's) get none.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -32,6 +34,9 @@ pub const MAX_YIELD: Duration = Duration::from_millis(100);
 pub struct WriterTurns {
     announced: AtomicU64,
     finished: AtomicU64,
+    /// Jobs inside [`WriterTurns::yield_to_writers`]: a finishing writer wakes them only when
+    /// there are any (every `apply` finishes a turn; almost none has a sweep to wake).
+    yielding: AtomicU64,
     /// Guards nothing but the wake-ups, so a poisoned lock is harmless to read through.
     wake: Mutex<()>,
     done: Condvar,
@@ -59,6 +64,11 @@ impl WriterTurns {
             .saturating_sub(finished)
     }
 
+    /// Jobs waiting in [`Self::yield_to_writers`] now.
+    pub fn yielding(&self) -> u64 {
+        self.yielding.load(Ordering::SeqCst)
+    }
+
     /// Waits until every writer announced before this call has finished, or `limit` has passed.
     /// Returns whether it waited at all.
     pub fn yield_to_writers(&self, limit: Duration) -> bool {
@@ -68,6 +78,10 @@ impl WriterTurns {
         }
         let deadline = Instant::now() + limit;
         let mut guard = self.wake.lock().unwrap_or_else(PoisonError::into_inner);
+        // Counted before `finished` is read again (both SeqCst): a writer finishing now either
+        // sees the count and wakes this job, or its finish is seen by the check below.
+        self.yielding.fetch_add(1, Ordering::SeqCst);
+        let _counted = Yielding(&self.yielding);
         while self.finished.load(Ordering::SeqCst) < target {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -83,9 +97,21 @@ impl WriterTurns {
     }
 }
 
+/// Uncounts a job when it leaves `yield_to_writers`.
+struct Yielding<'a>(&'a AtomicU64);
+
+impl Drop for Yielding<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Drop for WriterTurn<'_> {
     fn drop(&mut self) {
         self.turns.finished.fetch_add(1, Ordering::SeqCst);
+        if self.turns.yielding.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         // Taken so the wake-up cannot fall between a waiter's check and its wait.
         let _guard = self
             .turns
@@ -128,12 +154,16 @@ mod tests {
             })
         };
         ready.wait();
+        // The writer finishes only once the job is waiting for it.
+        while turns.yielding() == 0 {
+            std::thread::yield_now();
+        }
         finish_tx.send(()).unwrap();
         writer.join().unwrap();
         let (waited, took) = yielder.join().unwrap();
         assert!(waited);
         assert!(took < Duration::from_secs(600));
-        assert_eq!(turns.waiting(), 0);
+        assert_eq!((turns.waiting(), turns.yielding()), (0, 0));
         // A writer announced after the yield began is not waited for by the next one either
         // once it has finished.
         drop(turns.announce());

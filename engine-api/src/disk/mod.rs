@@ -87,7 +87,7 @@ pub struct DiskEngine<S: Storage> {
     writer: Mutex<()>,
     /// Serialises reclaims (never held by writers).
     reclaimer: Mutex<()>,
-    /// Writers announce themselves here before taking `writer`, so a sweep lets them commit
+    /// Writers announce themselves here once they hold `writer`, so a sweep lets them commit
     /// between two of its chunks instead of starving them (see [`crate::turns`]).
     turns: WriterTurns,
     last_sweep: Mutex<Option<SweepTotals>>,
@@ -316,25 +316,32 @@ impl<S: Storage> DiskEngine<S> {
 
     /// A watermark change, `change` run under the writer lock (announced to a sweep in progress,
     /// so it waits for one chunk at most) with the applied end it may rely on. Before the lock,
-    /// when `target` would move `W`, the storage writes back what it buffered
-    /// ([`Storage::prepare_durable`]) while writers go on; after it, the high-water record is
-    /// written, so its two fsyncs do not hold writers up either.
+    /// when `W` will probably move to `target` (clamped to the applied end unless the change
+    /// adopts), the storage writes back what it buffered ([`Storage::prepare_durable`]) while
+    /// writers go on; after it, the high-water record is written, so its two fsyncs do not hold
+    /// writers up either.
     fn change_watermark(
         &self,
         operation: &'static str,
         target: u64,
+        clamped: bool,
         change: impl FnOnce(u64) -> Result<WatermarkUpdate>,
     ) -> Result<WatermarkUpdate> {
-        if target > self.progress.watermark()
-            && self.options.open_mode.writes()
+        self.check_writable(operation)?;
+        let reach = if clamped {
+            target.min(self.progress.applied_end())
+        } else {
+            target
+        };
+        if reach > self.progress.watermark()
             && let Err(e) = self.storage.prepare_durable()
         {
             tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
                 "writing back before a watermark change failed; the durable write will retry");
         }
         let (update, applied_end) = {
-            let _turn = self.turns.announce();
             let _writer = self.lock_writer()?;
+            let _turn = self.turns.announce();
             self.check_writable(operation)?;
             let applied_end = self.progress.applied_end();
             (change(applied_end)?, applied_end)
@@ -481,8 +488,10 @@ impl<S: Storage> Engine for DiskEngine<S> {
     }
 
     fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
-        let _turn = self.turns.announce();
         let _writer = self.lock_writer()?;
+        // Announced once it holds the lock: only the holder competes with a sweep for the
+        // storage, and a writer queued behind `verify` must not hold a sweep up.
+        let _turn = self.turns.announce();
         // Before planning: once a storage cannot promise durability, "already applied" cannot be
         // trusted to mean "durable".
         self.check_writable("apply")?;
@@ -529,13 +538,13 @@ impl<S: Storage> Engine for DiskEngine<S> {
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         // Durable before the cell publishes it (and before any filter or sweep can act on it),
         // and recorded outside the engine once durable.
-        self.change_watermark("advance_watermark", w, |_| {
+        self.change_watermark("advance_watermark", w, true, |_| {
             self.progress.advance(w, |v| self.persist_watermark(v))
         })
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        self.change_watermark("adopt_lake_watermark", lake_end, |_| {
+        self.change_watermark("adopt_lake_watermark", lake_end, false, |_| {
             self.progress.adopt(lake_end, |v| self.persist_watermark(v))
         })
     }

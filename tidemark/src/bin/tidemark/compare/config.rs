@@ -107,6 +107,11 @@ pub struct CompareConfig {
     pub scheduler: SchedulerConfig,
 }
 
+/// The most records per batch (`--batch`).
+pub const MAX_BATCH: u64 = 1_000_000;
+/// The highest write or lookup rate, per second (far above what any backend here sustains).
+pub const MAX_RATE: u64 = 100_000_000;
+
 /// Mean lake lag by default: one second of records at the default rate.
 pub const DEFAULT_LAG: u64 = 10_000;
 
@@ -165,8 +170,17 @@ impl CompareConfig {
         if self.rate == 0 {
             return fail("--rate must be at least 1 record per second".into());
         }
-        if self.batch == 0 {
-            return fail("--batch must be at least 1 record".into());
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            return fail(format!(
+                "--batch must be between 1 and {MAX_BATCH} records (got {})",
+                self.batch
+            ));
+        }
+        if self.rate > MAX_RATE || self.lookup_rate > MAX_RATE {
+            return fail(format!(
+                "--rate and --lookup-rate are at most {MAX_RATE} per second (got {} and {})",
+                self.rate, self.lookup_rate
+            ));
         }
         if self.keys == 0 {
             return fail("--keys must be at least 1".into());
@@ -200,8 +214,9 @@ impl CompareConfig {
             }
         }
         let records = self.rate as f64 * self.duration.as_secs_f64();
-        // Offsets and the prefix sums of the window's bytes are held in memory per record.
-        const MAX_RECORDS: f64 = 1e9;
+        // Every record's offset (the model) and a prefix sum of its bytes are held in memory, and
+        // the lake holds every record: about 200 bytes per record at the default value size.
+        const MAX_RECORDS: f64 = 1e8;
         if records > MAX_RECORDS {
             return fail(format!(
                 "--rate × --duration is {records:.0} records; at most {MAX_RECORDS:.0} per run"
@@ -314,7 +329,7 @@ mod tests {
         let ok = CompareConfig::default();
         ok.validate().unwrap();
         assert_eq!(ok.records(), 50_000);
-        let cases: [(CompareConfig, &str); 6] = [
+        let cases: [(CompareConfig, &str); 9] = [
             (
                 CompareConfig {
                     value_size: 4,
@@ -352,10 +367,32 @@ mod tests {
             ),
             (
                 CompareConfig {
-                    rate: u64::MAX,
+                    rate: MAX_RATE,
                     ..ok.clone()
                 },
                 "records",
+            ),
+            (
+                CompareConfig {
+                    rate: u64::MAX,
+                    ..ok.clone()
+                },
+                "--rate",
+            ),
+            (
+                CompareConfig {
+                    batch: u64::MAX,
+                    rate: 1,
+                    ..ok.clone()
+                },
+                "--batch",
+            ),
+            (
+                CompareConfig {
+                    lookup_rate: u64::MAX,
+                    ..ok.clone()
+                },
+                "--lookup-rate",
             ),
         ];
         for (config, named) in cases {

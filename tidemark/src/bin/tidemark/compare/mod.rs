@@ -143,6 +143,25 @@ pub fn compare(
     stores: Option<&Path>,
 ) -> Result<(CompareReport, Outputs)> {
     config.validate()?;
+    let plan: Vec<(Backend, Variant)> = selection
+        .backends
+        .iter()
+        .flat_map(|&b| selection.variants.iter().map(move |&v| (b, v)))
+        .collect();
+    if let Some(dir) = stores {
+        // A store left by an earlier comparison would hold that run's records and watermark:
+        // every record would be "already applied", and the figures and answers wrong.
+        for &(b, v) in &plan {
+            let run = run_dir(dir, b, v);
+            if std::fs::read_dir(&run).is_ok_and(|mut entries| entries.next().is_some()) {
+                return Err(Error::invalid(format!(
+                    "{} is not empty (a store of an earlier comparison?): give --dir an empty or \
+                     new directory",
+                    run.display()
+                )));
+            }
+        }
+    }
     // Created first, so an unwritable output directory fails before a minute of runs.
     std::fs::create_dir_all(out).map_err(|e| {
         Error::invalid(format!(
@@ -165,11 +184,6 @@ pub fn compare(
         .try_fold(BackendConfig::default(), |c, &b| {
             c.with_budget(b, CONTEXT_BUCKETS)
         })?;
-    let plan: Vec<(Backend, Variant)> = selection
-        .backends
-        .iter()
-        .flat_map(|&b| selection.variants.iter().map(move |&v| (b, v)))
-        .collect();
     let progress = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
     let plain = !std::io::stderr().is_terminal();
     let bars: Vec<ProgressBar> = plan
@@ -194,7 +208,7 @@ pub fn compare(
     );
     let mut runs = Vec::with_capacity(plan.len());
     for ((backend, variant), bar) in plan.into_iter().zip(bars) {
-        let dir = root.join(format!("{backend}-{variant}"));
+        let dir = run_dir(&root, backend, variant);
         let outcome = run::run(run::RunSetup {
             backend,
             variant,
@@ -202,6 +216,7 @@ pub fn compare(
             backends: backends.clone(),
             dir: dir.clone(),
             progress: bar.clone(),
+            wrap: None,
         })?;
         let figures = report::RunReport::new(&outcome, config.p99_window);
         let summary = format!(
@@ -231,6 +246,7 @@ pub fn compare(
             "release"
         },
         config: report::ConfigReport::new(config),
+        stores: stores.map(|d| d.display().to_string()),
         runs,
         targets,
     };
@@ -245,6 +261,11 @@ pub fn compare(
     chart::bytes_on_disk(&report, &outputs.bytes_chart)?;
     chart::write_p99(&report, &outputs.p99_chart)?;
     Ok((report, outputs))
+}
+
+/// The store directory of one run.
+fn run_dir(root: &Path, backend: Backend, variant: Variant) -> PathBuf {
+    root.join(format!("{backend}-{variant}"))
 }
 
 fn bar_style() -> ProgressStyle {
@@ -328,6 +349,24 @@ mod tests {
         assert!(
             text.contains("targets") && text.contains("compare.json"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_store_left_by_an_earlier_comparison_is_refused_not_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (stores, out) = (tmp.path().join("stores"), tmp.path().join("out"));
+        let selection = Selection::new(vec![Backend::Memory], vec![Variant::Tidemark]).unwrap();
+        let left = run_dir(&stores, Backend::Memory, Variant::Tidemark);
+        std::fs::create_dir_all(&left).unwrap();
+        std::fs::write(left.join("TIDEMARK"), "backend=memory\n").unwrap();
+        let err = compare(&CompareConfig::default(), &selection, &out, Some(&stores))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not empty"), "{err}");
+        assert!(
+            !out.exists(),
+            "nothing is written before the runs can start"
         );
     }
 

@@ -37,6 +37,8 @@ pub struct CompareReport {
     pub build: &'static str,
     /// The workload.
     pub config: ConfigReport,
+    /// Where the stores were kept (`--dir`), `null` for a temporary directory removed run by run.
+    pub stores: Option<String>,
     /// One per backend and variant, in the order they ran.
     pub runs: Vec<RunReport>,
     /// The README's targets, each evaluated.
@@ -76,6 +78,8 @@ pub struct ConfigReport {
     pub reclaim_interval_seconds: f64,
     /// `sync_writes` of every store.
     pub sync_writes: bool,
+    /// `sweep_chunk_rows` of every store, `null` for the engine's default.
+    pub sweep_chunk_rows: Option<usize>,
     /// Seed of the stream, the lag and the reader.
     pub seed: u64,
 }
@@ -99,6 +103,7 @@ impl ConfigReport {
             p99_window_seconds: config.p99_window.as_secs_f64(),
             reclaim_interval_seconds: config.scheduler.min_interval.as_secs_f64(),
             sync_writes: config.sync_writes,
+            sweep_chunk_rows: config.sweep_chunk_rows,
             seed: config.seed,
         }
     }
@@ -176,7 +181,8 @@ pub struct Bytes {
     /// When the writer finished.
     pub end: u64,
     /// Bytes of the records from the lake's end to the applied end when the writer finished
-    /// (keys plus encoded values: what the local state must hold at least).
+    /// (keys plus encoded values, every version: with overwrites inside the window, more than
+    /// the newest versions a store must keep).
     pub window_end: u64,
     /// `end ÷ window_end`.
     pub end_over_window: Option<f64>,
@@ -410,9 +416,13 @@ pub fn targets(runs: &[RunReport]) -> Vec<Target> {
             let note = match during {
                 None => "no apply overlapped a reclaim".to_string(),
                 Some(d) => format!(
-                    "{} applies overlapped a reclaim (p99 {}); scheduler off p99 {}",
+                    "{} applies overlapped a reclaim (p99 {}{}); outside reclaims p99 {}; \
+                     scheduler off p99 {}",
                     d.count,
                     secs(d.p99),
+                    // Nearest rank: below 100 samples the p99 is the slowest one.
+                    if d.count < 100 { ", their slowest" } else { "" },
+                    opt_secs(t.write_latency_outside_reclaims, |p| p.p99),
                     base.map_or("-".into(), secs)
                 ),
             };

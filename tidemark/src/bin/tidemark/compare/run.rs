@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use tidemark::rng::SplitMix64;
 use tidemark::{
-    Backend, BackendConfig, BucketId, BucketStats, EngineOptions, Error, HistoricalBucket,
-    LakeLookuper, LakeSnapshot, MemoryLake, ReclaimScheduler, Result,
+    Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, Error,
+    HistoricalBucket, LakeLookuper, LakeSnapshot, MemoryLake, ReclaimScheduler, Result,
 };
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
@@ -44,6 +44,9 @@ pub struct RunSetup {
     pub dir: PathBuf,
     /// Shows the run's progress (hidden when stderr is not a terminal, and in tests).
     pub progress: ProgressBar,
+    /// Wraps every engine the run opens (`None` in real runs: tests put an engine that lies
+    /// under the bucket to show the checks catch it).
+    pub wrap: Option<fn(EngineHandle) -> EngineHandle>,
 }
 
 /// One apply, timed.
@@ -193,6 +196,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         lake: Arc::clone(&lake),
         log: Arc::clone(&log),
         scheduler: scheduler.clone(),
+        wrap: setup.wrap,
     };
     let bucket = slot.open().await?;
     bucket.recover(LakeSnapshot::default()).await?;
@@ -290,6 +294,7 @@ struct Slot {
     lake: Arc<MemoryLake>,
     log: Arc<ReclaimLog>,
     scheduler: Option<ReclaimScheduler>,
+    wrap: Option<fn(EngineHandle) -> EngineHandle>,
 }
 
 /// The scheduler's id of the one bucket of a run.
@@ -311,6 +316,10 @@ impl Slot {
                 .map_err(|e| {
                     Error::Internal(format!("opening the store did not complete: {e}"))
                 })??;
+        let engine = match self.wrap {
+            Some(wrap) => wrap(engine),
+            None => engine,
+        };
         let engine = reclaims::logged(engine, Arc::clone(&self.log));
         let lake: Arc<dyn LakeLookuper> = self.lake.clone();
         let bucket = HistoricalBucket::new(engine, lake);
@@ -463,6 +472,11 @@ async fn lake_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> R
             Variant::AllOrNothing => {
                 if shared.slot.rebuild_if_caught_up(snapshot).await? {
                     outcome.rebuilds += 1;
+                } else {
+                    // The design's lake view follows the lake (old snapshots expire), though it
+                    // is consulted only for keys the store has dropped: every key written since
+                    // the last rebuild is local, and no newer snapshot changes an older key.
+                    shared.lake.refresh(snapshot).await?;
                 }
             }
             Variant::NoCleanup => {}
@@ -694,7 +708,51 @@ mod tests {
                 .expect("a context"),
             dir: dir.join(format!("{backend}-{variant}")),
             progress: ProgressBar::hidden(),
+            wrap: None,
         }
+    }
+
+    /// An engine that loses every key ending in an even digit: its lookups miss them.
+    struct Forgetful {
+        inner: EngineHandle,
+    }
+
+    impl Forgetful {
+        fn forgets(key: &[u8]) -> bool {
+            key.last().is_some_and(|b| b % 2 == 0)
+        }
+    }
+
+    impl Engine for Forgetful {
+        tidemark::forward_engine!(inner; backend_name apply advance_watermark adopt_lake_watermark
+            watermark applied_end reclaim reclaim_below stats flush reclaimable verify);
+        fn lookup(&self, key: &[u8]) -> tidemark::Result<tidemark::LocalLookup> {
+            if Self::forgets(key) {
+                return Ok(tidemark::LocalLookup::Miss);
+            }
+            self.inner.lookup(key)
+        }
+        fn lookup_inline(&self, key: &[u8]) -> tidemark::Result<Option<tidemark::LocalLookup>> {
+            if Self::forgets(key) {
+                return Ok(Some(tidemark::LocalLookup::Miss));
+            }
+            self.inner.lookup_inline(key)
+        }
+    }
+
+    #[test]
+    fn a_store_that_loses_data_is_caught_by_the_reader_and_the_final_check() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut lying = setup(Backend::Memory, Variant::NoCleanup, quick(), tmp.path());
+        lying.wrap = Some(|inner| EngineHandle::new(Forgetful { inner }));
+        let run = run(lying).unwrap();
+        assert!(run.mismatches > 0, "{:?}", run.problems);
+        assert!(
+            run.problems.iter().any(|p| p.contains("answered absent")),
+            "{:?}",
+            run.problems
+        );
+        assert_eq!(run.problems.len(), PROBLEMS_KEPT);
     }
 
     use std::path::Path;
@@ -783,6 +841,7 @@ mod tests {
                     lake: Arc::clone(&lake),
                     log: Arc::new(ReclaimLog::default()),
                     scheduler: None,
+                    wrap: None,
                 };
                 let bucket = slot.open().await.unwrap();
                 bucket.recover(LakeSnapshot::default()).await.unwrap();

@@ -35,17 +35,32 @@ impl Stream {
         SplitMix64::new(self.seed ^ offset.wrapping_mul(SPREAD))
     }
 
-    /// The key a put at `offset` would write: the first draw of its generator.
-    fn put_key(&self, offset: u64) -> u64 {
-        self.rng(offset).below(self.keys)
-    }
-
-    /// `(key index, is a delete)` of the record at `offset`.
-    fn shape(&self, offset: u64) -> (u64, bool) {
+    /// The generator of `offset` after its first two draws: the key a put would write, and
+    /// whether the record is a delete.
+    fn draws(&self, offset: u64) -> (u64, bool, SplitMix64) {
         let mut rng = self.rng(offset);
         let key = rng.below(self.keys);
-        if offset > 0 && rng.below(100) < self.delete_percent {
-            (self.put_key(rng.below(offset)), true)
+        let delete = offset > 0 && rng.below(100) < self.delete_percent;
+        (key, delete, rng)
+    }
+
+    /// The key the last put at or below `offset` wrote (offset 0 is always a put).
+    fn written_key(&self, mut offset: u64) -> u64 {
+        loop {
+            let (key, delete, _) = self.draws(offset);
+            if !delete {
+                return key;
+            }
+            offset -= 1;
+        }
+    }
+
+    /// `(key index, is a delete)` of the record at `offset`: a delete names the key of a put at
+    /// a random earlier offset (the last put at or below it), so it deletes a key that exists.
+    fn shape(&self, offset: u64) -> (u64, bool) {
+        let (key, delete, mut rng) = self.draws(offset);
+        if delete {
+            (self.written_key(rng.below(offset)), true)
         } else {
             (key, false)
         }
@@ -158,7 +173,10 @@ mod tests {
 
     #[test]
     fn values_name_their_offset_and_deletes_target_written_keys() {
+        // Half the records delete: many deletes draw an earlier delete's offset and must walk
+        // back to a put.
         let s = Stream::new(1, 1_000_000, 50, 40);
+        let mut deletes = 0;
         for offset in 1..300u64 {
             match s.record(offset) {
                 Record::Put { value, .. } => {
@@ -166,13 +184,18 @@ mod tests {
                     assert_eq!(Stream::offset_of(&value), Some(offset));
                 }
                 Record::Delete { key, .. } => {
-                    // With a million keys, a delete only hits a key because an earlier put wrote it.
+                    deletes += 1;
                     let target = s.key_index(offset);
                     assert_eq!(key, Stream::key(target));
-                    assert!((0..offset).any(|o| s.put_key(o) == target));
+                    // With a million keys, only an earlier put makes this key exist.
+                    assert!(
+                        (0..offset).any(|o| !s.is_delete(o) && s.key_index(o) == target),
+                        "offset {offset} deletes key {target}, never written before"
+                    );
                 }
             }
         }
+        assert!(deletes > 100, "{deletes}");
     }
 
     #[test]
