@@ -31,7 +31,7 @@ use crate::sweeper::SweepTotals;
 use crate::sync;
 use crate::turns::WriterTurns;
 use crate::verify::{Verifier, VerifyReport};
-use crate::watermark::{ProgressCell, reclaim_threshold};
+use crate::watermark::{self, ProgressCell, reclaim_threshold};
 
 pub use high_water::HighWater;
 pub use meta::MetaKey;
@@ -315,25 +315,18 @@ impl<S: Storage> DiskEngine<S> {
     }
 
     /// A watermark change, `change` run under the writer lock (announced to a sweep in progress,
-    /// so it waits for one chunk at most) with the applied end it may rely on. Before the lock,
-    /// when `W` will probably move to `target` (clamped to the applied end unless the change
-    /// adopts), the storage writes back what it buffered ([`Storage::prepare_durable`]) while
-    /// writers go on; after it, the high-water record is written, so its two fsyncs do not hold
-    /// writers up either.
+    /// so it waits for one chunk at most). Before the lock, when `plan` (the change's own
+    /// arithmetic, over `W` and the applied end as they are now) says `W` will move, the storage
+    /// writes back what it buffered ([`Storage::prepare_durable`]) while writers go on; after
+    /// it, the high-water record is written, so its two fsyncs do not hold writers up either.
     fn change_watermark(
         &self,
         operation: &'static str,
-        target: u64,
-        clamped: bool,
-        change: impl FnOnce(u64) -> Result<WatermarkUpdate>,
+        plan: impl FnOnce(u64, u64) -> WatermarkUpdate,
+        change: impl FnOnce() -> Result<WatermarkUpdate>,
     ) -> Result<WatermarkUpdate> {
         self.check_writable(operation)?;
-        let reach = if clamped {
-            target.min(self.progress.applied_end())
-        } else {
-            target
-        };
-        if reach > self.progress.watermark()
+        if plan(self.progress.watermark(), self.progress.applied_end()).moved
             && let Err(e) = self.storage.prepare_durable()
         {
             tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
@@ -344,7 +337,7 @@ impl<S: Storage> DiskEngine<S> {
             let _turn = self.turns.announce();
             self.check_writable(operation)?;
             let applied_end = self.progress.applied_end();
-            (change(applied_end)?, applied_end)
+            (change()?, applied_end)
         };
         if update.moved {
             // `W` is durable in the store now (and every commit below `applied_end` with it), so
@@ -538,15 +531,19 @@ impl<S: Storage> Engine for DiskEngine<S> {
     fn advance_watermark(&self, w: u64) -> Result<WatermarkUpdate> {
         // Durable before the cell publishes it (and before any filter or sweep can act on it),
         // and recorded outside the engine once durable.
-        self.change_watermark("advance_watermark", w, true, |_| {
-            self.progress.advance(w, |v| self.persist_watermark(v))
-        })
+        self.change_watermark(
+            "advance_watermark",
+            |current, applied_end| watermark::plan_advance(current, applied_end, w),
+            || self.progress.advance(w, |v| self.persist_watermark(v)),
+        )
     }
 
     fn adopt_lake_watermark(&self, lake_end: u64) -> Result<WatermarkUpdate> {
-        self.change_watermark("adopt_lake_watermark", lake_end, false, |_| {
-            self.progress.adopt(lake_end, |v| self.persist_watermark(v))
-        })
+        self.change_watermark(
+            "adopt_lake_watermark",
+            |current, _| watermark::plan_adopt(current, lake_end),
+            || self.progress.adopt(lake_end, |v| self.persist_watermark(v)),
+        )
     }
 
     fn watermark(&self) -> u64 {

@@ -333,42 +333,35 @@ pub struct Target {
 }
 
 impl Target {
-    fn at_most(
+    fn new(
         backend: &'static str,
         target: &'static str,
         value: Option<f64>,
-        limit: f64,
+        (comparison, limit): (&'static str, f64),
         note: String,
     ) -> Self {
+        let met = value.map(|v| {
+            if comparison == AT_MOST {
+                v <= limit
+            } else {
+                v >= limit
+            }
+        });
         Target {
             backend,
             target,
             value,
-            comparison: "at most",
+            comparison,
             limit,
-            met: value.map(|v| v <= limit),
-            note,
-        }
-    }
-
-    fn at_least(
-        backend: &'static str,
-        target: &'static str,
-        value: Option<f64>,
-        limit: f64,
-        note: String,
-    ) -> Self {
-        Target {
-            backend,
-            target,
-            value,
-            comparison: "at least",
-            limit,
-            met: value.map(|v| v >= limit),
+            met,
             note,
         }
     }
 }
+
+/// The two ways a target bounds its figure (the JSON's `comparison`).
+const AT_MOST: &str = "at most";
+const AT_LEAST: &str = "at least";
 
 /// Evaluates the README's targets for every backend that has the runs they need.
 pub fn targets(runs: &[RunReport]) -> Vec<Target> {
@@ -378,11 +371,11 @@ pub fn targets(runs: &[RunReport]) -> Vec<Target> {
     for backend in backends {
         let find = |v: Variant| runs.iter().find(|r| r.backend == backend && r.variant == v);
         if let Some(t) = find(Variant::Tidemark) {
-            out.push(Target::at_most(
+            out.push(Target::new(
                 backend,
                 "bytes on disk at the end / uncovered window",
                 t.bytes.end_over_window,
-                limits::END_OVER_WINDOW,
+                (AT_MOST, limits::END_OVER_WINDOW),
                 format!(
                     "{} on disk, window {}",
                     units::bytes(t.bytes.end),
@@ -392,14 +385,14 @@ pub fn targets(runs: &[RunReport]) -> Vec<Target> {
         }
         for variant in [Variant::NoCleanup, Variant::AllOrNothing] {
             if let Some(b) = find(variant) {
-                out.push(Target::at_least(
+                out.push(Target::new(
                     backend,
                     match variant {
                         Variant::AllOrNothing => "all-or-nothing grows: end / mid-run bytes",
                         _ => "no-cleanup grows: end / mid-run bytes",
                     },
                     b.bytes.growth_second_half,
-                    limits::GROWTH,
+                    (AT_LEAST, limits::GROWTH),
                     format!(
                         "{} at mid-run, {} at the end, {} rebuilds",
                         units::bytes(b.bytes.mid),
@@ -426,11 +419,11 @@ pub fn targets(runs: &[RunReport]) -> Vec<Target> {
                     base.map_or("-".into(), secs)
                 ),
             };
-            out.push(Target::at_most(
+            out.push(Target::new(
                 backend,
                 "write p99 while reclaims run / scheduler off",
                 value,
-                limits::WRITE_P99_DURING_RECLAIMS,
+                (AT_MOST, limits::WRITE_P99_DURING_RECLAIMS),
                 note,
             ));
         }
