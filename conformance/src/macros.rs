@@ -51,6 +51,7 @@ macro_rules! for_each_case {
             stats_counters_match_operations [] "stats and counters match exactly what happened",
             live_entries_exact [ExactLiveEntries] "live_entries counts values and tombstones exactly",
             reclaim_report_consistent [] "reclaim report: threshold, counts, sane byte fields, counters agree",
+            covered_estimate_never_low_with_repeated_offsets_and_gaps [] "one batch that repeats an offset and skips one: the covered estimate, reclaimable entries and bytes and the garbage ratio never read low, before and after a reclaim cuts the batch and after a reopen",
             // corruption
             corrupt_value_lookup_names_key [RawInjection] "lookup of an undecodable value is Error::Corrupt naming the key",
             reclaim_keeps_and_counts_corrupt [RawInjection] "reclaim keeps and counts undecodable values",

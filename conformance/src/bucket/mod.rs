@@ -27,6 +27,7 @@ mod lookup_many;
 mod notifications;
 mod ordering;
 mod reclaim_faults;
+mod reclaim_policy;
 mod republish;
 mod restart;
 mod soak;
@@ -45,6 +46,7 @@ pub use lookup_many::lookup_many_matches_lookup;
 pub use notifications::{failed_refresh_leaves_watermark, repeated_and_out_of_order_notifications};
 pub use ordering::refresh_ordering_under_slow_refresh;
 pub use reclaim_faults::scheduler_retries_failed_reclaims;
+pub use reclaim_policy::default_scheduler_reclaims_repeated_offsets_and_gaps;
 pub use republish::{
     republish_same_end_refreshes_lookuper, republish_with_failing_refresh,
     snapshot_expiry_under_continuous_writes,
@@ -65,6 +67,7 @@ macro_rules! for_each_bucket_scenario {
         $crate::$callback! { $args
             continuous_writer_with_trailing_lake [] "a continuously written bucket, a lake trailing by a moving lag and scheduled reclaims: every lookup answers the model",
             values_and_tombstones_across_watermark [] "values and tombstones on both sides of W, before and after cleanup: a reclaimed tombstone stays deleted, a local tombstone wins over the lake",
+            default_scheduler_reclaims_repeated_offsets_and_gaps [] "one batch with repeated offsets and a gap, four fifths covered: the default scheduler (RocksDB: garbage ratio 0.5) reclaims at the first request, never skipping on a low estimate",
             lookup_many_matches_lookup [] "lookup_many answers every key as lookup does (values, tombstones, lake fallbacks, absent), with one lake call for the misses and none for local hits",
             repeated_and_out_of_order_notifications [] "repeated and stale lake progress is ignored and counted; W never decreases; clamped progress advances again later",
             refresh_ordering_under_slow_refresh [] "a held refresh keeps W where it was; lookups racing the publish are always right; a W published without refresh is refused, not answered stale",

@@ -344,8 +344,45 @@ fn run_sequence<F: EngineFactory>(
         if exact {
             check_eq!(step, "live entries", got.live_entries, want.live_entries);
         }
+        // The covered estimate never reads low (§ Backends / Disk-engine skeleton / Covered
+        // estimate): against the entries the model holds below the threshold.
+        let threshold = reclaim_threshold(model.watermark(), distance);
+        let covered = covered_in(&model, threshold, step)?;
+        let reclaimable = ok(step, "reclaimable", e.reclaimable())?;
+        if got.covered_estimate < covered.entries
+            || reclaimable.covered.entries < covered.entries
+            || reclaimable.covered.bytes < covered.bytes
+        {
+            return Err(TestCaseError::fail(format!(
+                "step {step}: covered estimate {} / reclaimable {reclaimable:?} below the {covered:?} \
+                 covered at threshold {threshold}",
+                got.covered_estimate
+            )));
+        }
     }
     Ok(())
+}
+
+/// The entries (and their stored bytes) the model holds below `threshold`.
+fn covered_in(
+    model: &MemoryEngine,
+    threshold: u64,
+    step: usize,
+) -> Result<engine_api::covered::Covered, TestCaseError> {
+    let mut covered = engine_api::covered::Covered::default();
+    for k in 0..KEY_SPACE {
+        let key = key_bytes(k);
+        let (offset, value_len) = match ok(step, "model lookup", model.lookup(&key))? {
+            LocalLookup::Value { offset, bytes } => (offset, bytes.len()),
+            LocalLookup::Tombstone { offset } => (offset, 0),
+            LocalLookup::Miss => continue,
+        };
+        if offset < threshold {
+            covered.entries += 1;
+            covered.bytes += (key.len() + engine_api::codec::HEADER_LEN + value_len) as u64;
+        }
+    }
+    Ok(covered)
 }
 
 /// The number of sequences to generate: `TIDEMARK_PROPTEST_CASES`, or 256.

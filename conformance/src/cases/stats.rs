@@ -143,3 +143,63 @@ pub fn reclaim_report_consistent<F: EngineFactory>(factory: F) {
     let r = e.reclaim().unwrap();
     assert_eq!((r.values_removed, r.tombstones_removed), (24, 1));
 }
+
+/// The covered estimate is an upper bound for batches that repeat an offset and skip one at
+/// once (both allowed): `stats().covered_estimate`, `reclaimable().covered` (entries and bytes)
+/// and the garbage ratio never read below what is covered, before a reclaim, after one that
+/// cut a batch, and after a reopen.
+pub fn covered_estimate_never_low_with_repeated_offsets_and_gaps<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    let reopen = h.capabilities().reopen;
+    // a@1, b@3, c@3, d@4: four entries over offsets 1..=4, as many as one per offset would be.
+    h.engine()
+        .apply(&batch([
+            Record::put(b"a".to_vec(), b"v".to_vec(), 1),
+            Record::put(b"b".to_vec(), b"v".to_vec(), 3),
+            Record::put(b"c".to_vec(), b"v".to_vec(), 3),
+            Record::put(b"d".to_vec(), b"v".to_vec(), 4),
+        ]))
+        .unwrap();
+    h.engine().advance_watermark(3).unwrap();
+    assert_eq!(
+        h.engine().reclaim().unwrap().removed(),
+        1,
+        "{}: a@1",
+        F::NAME
+    );
+    h.engine().advance_watermark(5).unwrap();
+    let check = |e: &F::Engine, covered: u64, what: &str| {
+        let s = e.stats().unwrap();
+        let r = e.reclaimable().unwrap();
+        assert!(
+            s.covered_estimate >= covered && r.covered.entries >= covered,
+            "{} {what}: estimate {} / reclaimable {r:?} below the {covered} covered",
+            F::NAME,
+            s.covered_estimate
+        );
+    };
+    check(h.engine(), 3, "after a reclaim cut the batch");
+    if reopen {
+        h.reopen();
+        check(h.engine(), 3, "after a reopen");
+    }
+    assert_eq!(h.engine().reclaim().unwrap().removed(), 3, "{}", F::NAME);
+
+    // Equal entries at 2, 2, 3, 3, 6: four of five covered by W = 4, four fifths of the bytes.
+    let e = h.open_sibling("second", engine_api::EngineOptions::default());
+    e.apply(&batch(
+        [(b"p", 2), (b"q", 2), (b"r", 3), (b"s", 3), (b"t", 6)]
+            .map(|(k, o)| Record::put(k.to_vec(), b"same".to_vec(), o)),
+    ))
+    .unwrap();
+    e.advance_watermark(4).unwrap();
+    check(&e, 4, "one batch with repeated offsets and a gap");
+    let r = e.reclaimable().unwrap();
+    let entry = (1 + engine_api::codec::HEADER_LEN + 4) as u64;
+    assert!(
+        r.covered.bytes >= 4 * entry && r.garbage_ratio() >= 0.8 - 1e-9,
+        "{}: {r:?} ratio {}",
+        F::NAME,
+        r.garbage_ratio()
+    );
+}
