@@ -11,6 +11,9 @@ pub mod bucket;
 pub mod lake;
 pub mod scheduler;
 
+/// The attribute a [`LakeLookuper`] implementation needs (`#[async_trait]` on its `impl`),
+/// re-exported so a host implements the trait without depending on the `async-trait` crate.
+pub use async_trait::async_trait;
 pub use bucket::{BucketStats, HistoricalBucket, LakeTimeouts, Progress};
 pub use lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 pub use scheduler::{

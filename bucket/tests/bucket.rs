@@ -327,19 +327,119 @@ async fn a_storm_of_notifications_coalesces_to_the_latest() {
         first.await.unwrap().unwrap(),
         Progress::Published { .. }
     ));
-    for handle in storm {
-        handle.await.unwrap().unwrap();
-    }
     let last = *snapshots.last().unwrap();
+    let mut outcomes = Vec::new();
+    for handle in storm {
+        outcomes.push(handle.await.unwrap().unwrap());
+    }
+    // The newest snapshot's own caller learns that it was published, whoever processed it.
+    assert!(
+        matches!(outcomes.last(), Some(Progress::Published { snapshot, .. }) if *snapshot == last),
+        "{outcomes:?}"
+    );
     assert_eq!(engine.watermark(), last.end_offset);
     assert_eq!(lake.served(), Some(last));
     let stats = bucket.stats();
     // The held one, then the newest offered: two refreshes and two watermark writes for eleven.
     assert_eq!(stats.refreshes, 2, "{stats:?}");
     assert_eq!(stats.watermark_advances, 2, "{stats:?}");
-    // 1 unless the first to run after the held one happened to be the newest one's own caller.
+    // 1 unless the first to run after the held one happened to be the newest one's own caller;
+    // every other caller processed its own, stale, snapshot.
     assert!(stats.coalesced_notifications <= 1, "{stats:?}");
-    assert_eq!(stats.ignored_notifications, STORM - 1, "{stats:?}");
+    assert_eq!(
+        stats.ignored_notifications + stats.coalesced_notifications,
+        STORM - 1,
+        "{stats:?}"
+    );
+}
+
+/// A bucket whose lookuper serves the lake's first snapshot (ending at 10) over 100 applied
+/// records, with snapshots ending at 40 and 45 committed; the one ending at 40 is being
+/// processed by a call held inside its refresh when this returns.
+async fn held_in_refresh() -> (
+    Arc<HistoricalBucket>,
+    Arc<MemoryLake>,
+    [LakeSnapshot; 2],
+    tokio::task::JoinHandle<Result<Progress, Error>>,
+) {
+    let engine = memory(0);
+    let lake = Arc::new(MemoryLake::new());
+    let wal = puts(0..100);
+    lake.append_batch(&wal).unwrap();
+    engine.apply(&wal).unwrap();
+    let bucket = Arc::new(HistoricalBucket::new(engine, lake.clone()));
+    bucket
+        .on_lake_progress(lake.commit(10).unwrap())
+        .await
+        .unwrap();
+    let (at_40, at_45) = (lake.commit(40).unwrap(), lake.commit(45).unwrap());
+    lake.hold_refreshes();
+    let held = tokio::spawn({
+        let bucket = Arc::clone(&bucket);
+        async move { bucket.on_lake_progress(at_40).await }
+    });
+    lake.wait_for_held_refreshes(1).await.unwrap();
+    (bucket, lake, [at_40, at_45], held)
+}
+
+/// Spawns a lake-progress call and waits until it has offered its snapshot (or finished).
+async fn notify(
+    bucket: &Arc<HistoricalBucket>,
+    snapshot: LakeSnapshot,
+) -> tokio::task::JoinHandle<Result<Progress, Error>> {
+    let counted = bucket.stats().notifications + 1;
+    let handle = tokio::spawn({
+        let bucket = Arc::clone(bucket);
+        async move { bucket.on_lake_progress(snapshot).await }
+    });
+    while bucket.stats().notifications < counted && !handle.is_finished() {
+        tokio::task::yield_now().await;
+    }
+    handle
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_out_of_order_with_one_in_flight_fails_its_own_caller_only() {
+    let (bucket, lake, [at_40, at_45], held) = held_in_refresh().await;
+    let valid = notify(&bucket, at_45).await;
+    // Newer id than the snapshot being processed, earlier end: the lake's order is broken.
+    let bogus = notify(&bucket, LakeSnapshot::new(1_000_001, 27)).await;
+    lake.release_refreshes();
+    assert!(matches!(
+        held.await.unwrap().unwrap(),
+        Progress::Published { snapshot, .. } if snapshot == at_40
+    ));
+    let valid = valid.await.unwrap();
+    assert!(
+        matches!(valid, Ok(Progress::Published { snapshot, .. }) if snapshot == at_45),
+        "a valid notification answered with another caller's outcome: {valid:?}"
+    );
+    let bogus = bogus.await.unwrap();
+    assert!(matches!(bogus, Err(Error::Lake { .. })), "{bogus:?}");
+    assert_eq!(bucket.watermark(), 45);
+    assert_eq!(bucket.served_snapshot(), at_45);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_snapshot_that_fails_returns_its_error_to_its_own_caller() {
+    let (bucket, lake, [at_40, at_45], held) = held_in_refresh().await;
+    let valid = notify(&bucket, at_45).await;
+    // A newer snapshot the lake cannot refresh to (it never committed it): whichever call
+    // processes it, the failure is its caller's.
+    let unknown = notify(&bucket, LakeSnapshot::new(99, 60)).await;
+    lake.release_refreshes();
+    assert!(matches!(
+        held.await.unwrap().unwrap(),
+        Progress::Published { snapshot, .. } if snapshot == at_40
+    ));
+    let valid = valid.await.unwrap();
+    assert!(
+        matches!(valid, Ok(Progress::Published { snapshot, .. }) if snapshot == at_45),
+        "a valid notification answered with another caller's outcome: {valid:?}"
+    );
+    let unknown = unknown.await.unwrap();
+    assert!(matches!(unknown, Err(Error::Lake { .. })), "{unknown:?}");
+    assert_eq!(bucket.watermark(), 45);
 }
 
 #[test]

@@ -44,6 +44,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+//! A host with its own lake implements [`LakeLookuper`] with the [`async_trait`] attribute
+//! re-exported here, without depending on the `async-trait` crate itself:
+//!
+//! ```
+//! use tidemark::{LakeLookuper, LakeSnapshot, Result, async_trait};
+//!
+//! /// A lake that has nothing in it, at every snapshot.
+//! struct EmptyLake;
+//!
+//! #[async_trait]
+//! impl LakeLookuper for EmptyLake {
+//!     async fn refresh(&self, _snapshot: LakeSnapshot) -> Result<()> {
+//!         Ok(())
+//!     }
+//!
+//!     async fn lookup(&self, _key: &[u8]) -> Result<Option<Vec<u8>>> {
+//!         Ok(None)
+//!     }
+//! }
+//! ```
+
 pub mod backend;
 
 /// The README's examples, compiled and run as doc tests.
@@ -55,7 +76,8 @@ pub use backend::{Backend, BackendConfig};
 pub use engine_api::*;
 pub use tidemark_bucket::{
     BucketId, BucketStats, HistoricalBucket, LakeLookuper, LakeSnapshot, LakeTimeouts, MemoryLake,
-    Progress, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
+    Progress, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
+    async_trait,
 };
 
 /// The bucket layer: lake lookuper, bucket and reclaim scheduler.

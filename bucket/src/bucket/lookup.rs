@@ -6,6 +6,7 @@
 //! locally in one pass (one blocking task at most) and asks the lake once for all the misses.
 //! Both consume tokio's cooperative budget, so a loop of inline hits still yields.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use super::HistoricalBucket;
@@ -81,7 +82,8 @@ impl HistoricalBucket {
     /// Looks every key up, answering each as [`lookup`](Self::lookup) would: one local pass
     /// (inline where the engine allows, otherwise one blocking task for the rest), then one
     /// [`LakeLookuper::lookup_many`](crate::lake::LakeLookuper::lookup_many) call for the
-    /// misses. Answers are in the order of `keys`. Any error fails the whole call.
+    /// misses, each distinct key asked once however many times it appears in `keys`. Answers
+    /// are in the order of `keys`. Any error fails the whole call.
     pub async fn lookup_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         tokio::task::coop::consume_budget().await;
         let applied_before = self.engine.applied_end();
@@ -129,8 +131,22 @@ impl HistoricalBucket {
             return Ok(answers);
         }
         self.check_lake_current()?;
-        let miss_keys: Vec<Vec<u8>> = misses.iter().map(|(_, k)| k.clone()).collect();
-        let count = u64::try_from(miss_keys.len()).unwrap_or(u64::MAX);
+        // The lake is asked once per distinct key, however often it was asked for: a lake
+        // lookup reads files, and every position of a key gets the same answer.
+        let mut distinct: HashMap<Vec<u8>, usize> = HashMap::with_capacity(misses.len());
+        let mut miss_keys: Vec<Vec<u8>> = Vec::with_capacity(misses.len());
+        let positions: Vec<(usize, usize)> = misses
+            .into_iter()
+            .map(|(i, key)| {
+                let at = *distinct.entry(key).or_insert_with_key(|key| {
+                    miss_keys.push(key.clone());
+                    miss_keys.len() - 1
+                });
+                (i, at)
+            })
+            .collect();
+        // Counted per lookup answered (or failed), as single lookups are.
+        let count = u64::try_from(positions.len()).unwrap_or(u64::MAX);
         let what = || format!("a lake lookup_many of {} keys", miss_keys.len());
         let from_lake = match self
             .lake_call(LakeCall::Lookup, what, self.lake.lookup_many(&miss_keys))
@@ -157,9 +173,9 @@ impl HistoricalBucket {
         self.counters
             .lake_fallbacks
             .fetch_add(count, Ordering::Relaxed);
-        for ((i, _), value) in misses.into_iter().zip(from_lake) {
-            if let Some(slot) = answers.get_mut(i) {
-                *slot = value;
+        for (i, at) in positions {
+            if let (Some(slot), Some(value)) = (answers.get_mut(i), from_lake.get(at)) {
+                slot.clone_from(value);
             }
         }
         Ok(answers)

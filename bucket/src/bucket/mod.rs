@@ -89,10 +89,9 @@ pub struct HistoricalBucket {
     reclaim: Option<Reclaim>,
     /// Serialises lake progress and recovery of this bucket.
     progress: tokio::sync::Mutex<()>,
-    /// The newest snapshot offered by a lake-progress call still waiting for `progress`: the
-    /// next holder processes it instead of its own older one, so a storm of notifications costs
-    /// one watermark write per holder rather than one per notification.
-    offered: Mutex<Option<LakeSnapshot>>,
+    /// The snapshots of lake-progress calls waiting for `progress`, and the one being
+    /// processed (see [`on_lake_progress`](Self::on_lake_progress)).
+    queue: Mutex<progress::ProgressQueue>,
     /// The snapshot the lookuper serves (as far as this bucket refreshed it). Written under
     /// `progress`, after the refresh succeeded and before the watermark it allows is published;
     /// every critical section copies one value.
@@ -138,7 +137,7 @@ impl HistoricalBucket {
             lake_timeouts: LakeTimeouts::default(),
             reclaim: None,
             progress: tokio::sync::Mutex::new(()),
-            offered: Mutex::new(None),
+            queue: Mutex::new(progress::ProgressQueue::default()),
             served: Mutex::new(LakeSnapshot::default()),
             stale_below: AtomicU64::new(stale_below),
             counters: BucketCounters::default(),

@@ -1,6 +1,7 @@
 //! Lake progress and recovery: the two paths that move a bucket's watermark.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use super::HistoricalBucket;
 use super::lake_call::LakeCall;
@@ -24,6 +25,10 @@ pub enum Progress {
     },
     /// The notification was processed.
     Published {
+        /// The snapshot published: the caller's own, or a newer one offered meanwhile that
+        /// another caller's notification processed in its place (it holds everything the
+        /// caller's does).
+        snapshot: LakeSnapshot,
         /// Whether the lookuper was refreshed (the snapshot was newer than the one served; not
         /// needed when the served snapshot is repeated to advance a clamped watermark).
         refreshed: bool,
@@ -49,28 +54,60 @@ impl HistoricalBucket {
     /// [`LakeTimeouts::refresh`](super::LakeTimeouts::refresh), returns its
     /// [`Error::Lake`](engine_api::Error::Lake) and publishes nothing: `W` and the served
     /// snapshot stay as they were (counted `refresh_failures`). A newer snapshot id that ends
-    /// before the served snapshot breaks the lake's commit order and is refused with
-    /// [`Error::Lake`](engine_api::Error::Lake), changing nothing.
+    /// before a snapshot the bucket already knows (served, being processed, or offered by a
+    /// waiting call) breaks the lake's commit order and is refused with
+    /// [`Error::Lake`](engine_api::Error::Lake) at once, changing nothing.
     ///
     /// Notifications that arrive while another is processed coalesce: the next one to run
-    /// processes the newest snapshot offered meanwhile (the latest wins), and a notification
-    /// whose snapshot was taken over that way finds it served and is ignored (counted as
-    /// coalesced). Each processed snapshot still goes refresh, then publish.
+    /// processes the newest snapshot offered meanwhile (the latest wins), and counts it as
+    /// coalesced. Every call gets the outcome of its own snapshot: when the newer snapshot is
+    /// published, the call that offered it and the call that processed it both return that
+    /// publication ([`Progress::Published::snapshot`] names it); when it fails, its error goes
+    /// to the call that offered it, and the processing call goes on with its own snapshot. A
+    /// call whose snapshot was replaced in the queue by a newer one processes its own, which
+    /// is then usually stale and ignored. Each processed snapshot still goes refresh, then
+    /// publish.
     pub async fn on_lake_progress(&self, snapshot: LakeSnapshot) -> Result<Progress> {
-        self.offer(snapshot)?;
+        let mine = self.offer(snapshot)?;
         // After the offer: a notification counted is one whose snapshot can be taken over.
         bump(&self.counters.notifications);
         let _serial = self.progress.lock().await;
-        // The newest snapshot offered so far (ours, or a newer one whose caller still waits);
-        // ours when another holder already took the offer.
-        let taken = sync::lock(&self.offered, "bucket offered snapshot")?.take();
-        let snapshot = match taken {
-            Some(newer) if newer.id > snapshot.id => {
-                bump(&self.counters.coalesced_notifications);
-                newer
+        if let Some(outcome) = mine.take()? {
+            // A holder before us processed our snapshot (as the newest offered) and left its
+            // outcome here.
+            return outcome;
+        }
+        let taken = sync::lock(&self.queue, "bucket offered snapshot")?
+            .offered
+            .take();
+        if let Some(newer) = taken
+            && newer.snapshot.id > snapshot.id
+        {
+            bump(&self.counters.coalesced_notifications);
+            match self.publish(newer.snapshot).await {
+                Ok(progress) => {
+                    // The newer snapshot holds ours: both calls are answered by its publication.
+                    newer.outcome.deliver(Ok(progress))?;
+                    return Ok(progress);
+                }
+                // Its error is its caller's; ours is still to be processed.
+                Err(e) => newer.outcome.deliver(Err(e))?,
             }
-            _ => snapshot,
-        };
+        }
+        // Our own snapshot (an offer older than ours, taken here, is processed by its caller).
+        self.publish(snapshot).await
+    }
+
+    /// Steps 1–4 of [`on_lake_progress`](Self::on_lake_progress) for one snapshot, under the
+    /// progress lock.
+    async fn publish(&self, snapshot: LakeSnapshot) -> Result<Progress> {
+        sync::lock(&self.queue, "bucket offered snapshot")?.in_flight = Some(snapshot);
+        let result = self.publish_in_flight(snapshot).await;
+        sync::lock(&self.queue, "bucket offered snapshot")?.in_flight = None;
+        result
+    }
+
+    async fn publish_in_flight(&self, snapshot: LakeSnapshot) -> Result<Progress> {
         let LakeSnapshot {
             id: snapshot_id,
             end_offset,
@@ -119,6 +156,7 @@ impl HistoricalBucket {
             "lake progress published"
         );
         Ok(Progress::Published {
+            snapshot,
             refreshed: newer,
             update,
             reclaim,
@@ -206,13 +244,42 @@ impl HistoricalBucket {
         Ok(replay_from)
     }
 
-    /// Offers `snapshot` to whoever processes lake progress next, unless a newer one is offered.
-    fn offer(&self, snapshot: LakeSnapshot) -> Result<()> {
-        let mut offered = sync::lock(&self.offered, "bucket offered snapshot")?;
-        if offered.is_none_or(|o| snapshot.id > o.id) {
-            *offered = Some(snapshot);
+    /// Checks `snapshot` against every snapshot this bucket knows of (served, being processed,
+    /// offered) and offers it to whoever processes lake progress next, unless a newer one is
+    /// offered. Returns the slot its outcome arrives in when another caller processes it.
+    ///
+    /// A snapshot whose id is newer than a known one but whose end is earlier breaks the lake's
+    /// commit order: it is refused here, before it joins the queue, so no other caller can
+    /// take it over and fail with its error (or succeed in its name).
+    fn offer(&self, snapshot: LakeSnapshot) -> Result<OutcomeSlot> {
+        let served = self.served()?;
+        let mut queue = sync::lock(&self.queue, "bucket offered snapshot")?;
+        let known = [
+            Some(served),
+            queue.in_flight,
+            queue.offered.as_ref().map(|o| o.snapshot),
+        ];
+        if let Some(conflict) = known
+            .into_iter()
+            .flatten()
+            .find(|k| snapshot.id > k.id && snapshot.end_offset < k.end_offset)
+        {
+            drop(queue);
+            bump(&self.counters.ignored_notifications);
+            return Err(out_of_order(snapshot, conflict));
         }
-        Ok(())
+        let slot = OutcomeSlot::default();
+        if queue
+            .offered
+            .as_ref()
+            .is_none_or(|o| snapshot.id > o.snapshot.id)
+        {
+            queue.offered = Some(Offer {
+                snapshot,
+                outcome: slot.clone(),
+            });
+        }
+        Ok(slot)
     }
 
     /// Refreshes the lookuper and, only on success, records the end it now serves.
@@ -256,6 +323,40 @@ impl HistoricalBucket {
                 None
             }
         }
+    }
+}
+
+/// Lake-progress notifications waiting to be processed, and the one being processed.
+#[derive(Debug, Default)]
+pub(super) struct ProgressQueue {
+    /// The newest snapshot offered by a call still waiting for the progress lock: the next
+    /// holder processes it instead of its own older one, so a storm of notifications costs one
+    /// watermark write per holder rather than one per notification.
+    offered: Option<Offer>,
+    /// The snapshot a holder is processing now (checked by new offers like the served one).
+    in_flight: Option<LakeSnapshot>,
+}
+
+/// A snapshot offered by a waiting call, with the slot its outcome goes to when another call
+/// processes it.
+#[derive(Debug)]
+struct Offer {
+    snapshot: LakeSnapshot,
+    outcome: OutcomeSlot,
+}
+
+/// Where the outcome of a call's snapshot is left when another call processed it.
+#[derive(Debug, Clone, Default)]
+struct OutcomeSlot(Arc<Mutex<Option<Result<Progress>>>>);
+
+impl OutcomeSlot {
+    fn deliver(&self, outcome: Result<Progress>) -> Result<()> {
+        *sync::lock(&self.0, "bucket progress outcome")? = Some(outcome);
+        Ok(())
+    }
+
+    fn take(&self) -> Result<Option<Result<Progress>>> {
+        Ok(sync::lock(&self.0, "bucket progress outcome")?.take())
     }
 }
 

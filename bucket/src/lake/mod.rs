@@ -38,6 +38,32 @@ impl LakeSnapshot {
 /// The bucket bounds every call with its [`LakeTimeouts`](crate::LakeTimeouts) and drops the
 /// call's future when the timeout expires. A dropped `refresh` must leave the lookuper serving
 /// what it served before, as a failed one does (switch snapshots in one step at the end).
+///
+/// Implementations put [`async_trait`](crate::async_trait) (re-exported here and by the
+/// `tidemark` facade) on their `impl`:
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::sync::Mutex;
+///
+/// use engine_api::Result;
+/// use tidemark_bucket::{LakeLookuper, LakeSnapshot, async_trait};
+///
+/// /// A lake that never changes: one map, whatever the snapshot.
+/// struct FixedLake(Mutex<BTreeMap<Vec<u8>, Vec<u8>>>);
+///
+/// #[async_trait]
+/// impl LakeLookuper for FixedLake {
+///     async fn refresh(&self, _snapshot: LakeSnapshot) -> Result<()> {
+///         Ok(())
+///     }
+///
+///     async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+///         let rows = self.0.lock().map_err(|_| engine_api::Error::lake("poisoned"))?;
+///         Ok(rows.get(key).cloned())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait LakeLookuper: Send + Sync {
     /// Switches lookups to `snapshot`. On error the lookuper keeps serving what it served before.

@@ -60,12 +60,26 @@ impl SchedulerConfig {
         self
     }
 
-    /// Sets the covered-entry count below which a bucket is skipped, in every policy (0 with a
-    /// garbage ratio of 0 never skips).
+    /// Sets the covered-entry count below which a bucket is skipped, in every policy. Only the
+    /// count: a policy with a garbage ratio (RocksDB's [`ReclaimPolicy::COMPACTION`]) still
+    /// skips below its ratio, so `with_min_reclaimable(0)` does not mean "never skip" there;
+    /// [`never_skip`](Self::never_skip) does.
     pub fn with_min_reclaimable(mut self, entries: u64) -> Self {
         self.default_policy.min_entries = entries;
         for (_, policy) in &mut self.policies {
             policy.min_entries = entries;
+        }
+        self
+    }
+
+    /// Reclaims at every request on every backend: each policy becomes
+    /// [`ReclaimPolicy::ALWAYS`] (no entry minimum, no garbage ratio, the estimate not read).
+    /// For hosts that want space back as soon as the lake confirms it, whatever a compaction
+    /// rewrites for it.
+    pub fn never_skip(mut self) -> Self {
+        self.default_policy = ReclaimPolicy::ALWAYS;
+        for (_, policy) in &mut self.policies {
+            *policy = ReclaimPolicy::ALWAYS;
         }
         self
     }
@@ -146,5 +160,11 @@ mod tests {
         assert_eq!(c.policy_for("rocksdb").min_entries, 0);
         assert_eq!(c.policy_for("sled"), ReclaimPolicy::COMPACTION);
         assert!(c.policy_for("redb").never_skips());
+        // Only the count: the compaction policy still waits for its garbage ratio.
+        assert!(!c.policy_for("rocksdb").never_skips());
+        let c = c.never_skip();
+        for backend in ["rocksdb", "sled", "redb", "memory", "another"] {
+            assert!(c.policy_for(backend).never_skips(), "{backend}");
+        }
     }
 }

@@ -35,6 +35,12 @@ impl ReclaimPolicy {
         min_garbage_ratio: 0.0,
     };
 
+    /// Every request reclaims; the estimate is not read.
+    pub const ALWAYS: ReclaimPolicy = ReclaimPolicy {
+        min_entries: 0,
+        min_garbage_ratio: 0.0,
+    };
+
     /// Compacting backends: reclaim once half the bucket's bytes are covered.
     pub const COMPACTION: ReclaimPolicy = ReclaimPolicy {
         min_entries: 1,

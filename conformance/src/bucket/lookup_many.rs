@@ -7,7 +7,8 @@ use crate::EngineFactory;
 
 /// Over values, tombstones, reclaimed keys (answered by the lake) and a key never written,
 /// `lookup_many` of every key equals the model and one `lookup` per key, in order, and asks the
-/// lake once for all its misses; a batch of local hits does not ask the lake at all.
+/// lake once for all its misses, once per distinct key; a batch of local hits does not ask the
+/// lake at all.
 pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0xBA7C4, 300, 40, 8);
@@ -44,6 +45,31 @@ pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
             F::NAME
         );
 
+        // A key asked for more than once reaches the lake once, and every position of it is
+        // answered.
+        let mut repeated: Vec<Vec<u8>> = keys.clone();
+        repeated.extend(keys.iter().cloned());
+        repeated.push(keys[0].clone());
+        let asked = lake.counters().lookups;
+        let answers = bucket.lookup_many(&repeated).await.unwrap();
+        let distinct_misses = lake.counters().lookups - asked;
+        let misses_once = bucket_misses(&*engine, &keys);
+        assert_eq!(
+            distinct_misses,
+            misses_once,
+            "{}: the lake is asked once per distinct key that missed",
+            F::NAME
+        );
+        for (key, got) in repeated.iter().zip(&answers) {
+            assert_eq!(
+                got,
+                &wal.answer_at(key, 300),
+                "{}: key {}",
+                F::NAME,
+                show(key)
+            );
+        }
+
         // Keys the store holds (values or tombstones at or above W) never reach the lake.
         let local: Vec<Vec<u8>> = keys
             .iter()
@@ -62,4 +88,11 @@ pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
         assert!(bucket.lookup_many(&keys).await.is_err(), "{}", F::NAME);
         lake.fail_lookups(false);
     });
+}
+
+/// How many of `keys` (distinct) the store cannot answer itself: the lake answers those.
+fn bucket_misses<E: Engine + ?Sized>(engine: &E, keys: &[Vec<u8>]) -> u64 {
+    keys.iter()
+        .filter(|k| engine.lookup(k).unwrap().offset().is_none())
+        .count() as u64
 }
