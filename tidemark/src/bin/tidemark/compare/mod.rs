@@ -335,7 +335,11 @@ mod tests {
             assert!(run["write_latency"]["p99"].as_f64().unwrap() > 0.0);
         }
         let targets = json["targets"].as_array().unwrap();
-        assert_eq!(targets.len(), 4, "{targets:?}");
+        assert_eq!(targets.len(), 8, "{targets:?}");
+        let bytes = &runs[0]["bytes"];
+        for field in ["empty_store", "two_thirds", "growth_last_third"] {
+            assert!(!bytes[field].is_null(), "{field}: {bytes}");
+        }
 
         for (chart, label) in [
             (&outputs.bytes_chart, "memory uncovered window"),

@@ -121,6 +121,9 @@ pub struct RunOutcome {
     pub rebuilds: u64,
     /// The bucket's counters when the writer finished.
     pub bucket: BucketStats,
+    /// Bytes on disk of the new store before anything was written (the engine's fixed
+    /// footprint).
+    pub empty_store: u64,
 }
 
 /// Problems described in full; the rest are only counted.
@@ -200,6 +203,11 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     };
     let bucket = slot.open().await?;
     bucket.recover(LakeSnapshot::default()).await?;
+    let engine = bucket.engine().clone();
+    let empty_store = joined(tokio::task::spawn_blocking(move || {
+        Ok(engine.stats()?.bytes_on_disk)
+    }))
+    .await?;
     *slot.bucket.write().await = Some(bucket);
     // Times count from here: opening and recovering the store is not part of the run.
     let origin = Instant::now();
@@ -273,6 +281,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         notifications: lake_outcome.notifications,
         rebuilds: lake_outcome.rebuilds,
         bucket: bucket_stats,
+        empty_store,
     })
 }
 
