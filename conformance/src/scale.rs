@@ -17,7 +17,7 @@ use engine_api::budget::{FD_RESERVE, ResourceBounds};
 use engine_api::process::{self, ProcessUsage};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
-use crate::child::{self, Role};
+use crate::child;
 use crate::factory::EngineFactory;
 
 /// Buckets opened at once by default.
@@ -60,31 +60,11 @@ pub fn buckets_from_env() -> usize {
 }
 
 /// Runs [`run`] in a child process: the test binary re-executed for the one test `test_name`
-/// (its full name as the harness lists it, e.g. `sled::scale`). In that child it runs the
-/// scenario itself. A child that fails, panics or aborts fails the test with its output.
+/// (its full name as the harness lists it, e.g. `sled::scale`), see [`child::run_isolated`].
 pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
-    if child::role(test_name) == Role::Child {
-        run(factory, buckets_from_env());
-        return;
-    }
-    let out = child::command(test_name)
-        .output()
-        .expect("start the scale child process");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // libtest may print the test's name on the same line first.
-    let prefix = format!("scale {}:", F::NAME);
-    for line in stdout
-        .lines()
-        .filter_map(|l| l.find(&prefix).map(|at| &l[at..]))
-    {
-        crate::skip::notice(line);
-    }
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{test_name} child process failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    child::run_isolated(test_name, &format!("scale {}:", F::NAME), || {
+        run(factory, buckets_from_env())
+    });
 }
 
 /// The scenario, in this process: opens `buckets` buckets from a context sized for them, writes
