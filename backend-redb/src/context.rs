@@ -17,7 +17,10 @@ use crate::error::BACKEND;
 /// B-tree's upper levels of each table.
 pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
 
-/// File descriptors one open redb bucket holds: its database file.
+/// File descriptors one open redb bucket holds: its database file. It is also the bucket's
+/// ceiling, which admission reserves: the second descriptor through which the storage syncs the
+/// file early (`prepare_durable`) is opened and closed within the call, which the process-wide
+/// reserve covers ([`engine_api::budget::FD_RESERVE`]).
 pub const FDS_PER_BUCKET: u64 = 1;
 
 /// Resident memory one open, small redb bucket holds besides its cache share (redb's allocator
@@ -98,13 +101,14 @@ impl RedbContext {
         self.budget.open_buckets()
     }
 
-    /// What `buckets` open buckets of this context hold at most: no thread, a descriptor each,
-    /// their cache shares plus [`MEMORY_PER_BUCKET`] each.
+    /// What `buckets` open buckets of this context hold at most: no thread, a descriptor each
+    /// (also their reservation), their cache shares plus [`MEMORY_PER_BUCKET`] each.
     pub fn bounds(&self, buckets: usize) -> ResourceBounds {
         let n = buckets as u64;
         ResourceBounds {
             threads: 0,
             fds: n * FDS_PER_BUCKET,
+            fds_reserved: n * FDS_PER_BUCKET,
             memory_bytes: n * (self.cache_share + MEMORY_PER_BUCKET),
         }
     }

@@ -24,13 +24,32 @@ use rocksdb::{
 use crate::rocks_err;
 
 /// File descriptors one open RocksDB bucket holds besides its table files: its info log, lock
-/// file, manifest and WAL, and four handles on its directory (RocksDB syncs the directory after
-/// creating files). Counted with `bucket-scale --list-fds`; the scale test checks it.
+/// file, manifest and WAL, and up to four handles on its directory (RocksDB keeps one for the
+/// database, one shared by the column families it opened with, and one more for each column
+/// family it creates after, here `data` and `meta` of a new bucket; a reopened bucket holds two).
+/// Counted with `bucket-scale --list-fds`; the scale test checks it.
 pub const FIXED_FDS_PER_BUCKET: u64 = 8;
 
-/// File descriptors one open RocksDB bucket holds with one table file in each of its two column
-/// families (a small, reclaimed bucket): what the budget's descriptor check reserves per open.
-pub const FDS_PER_BUCKET: u64 = FIXED_FDS_PER_BUCKET + 2;
+/// RocksDB's floor for `max_open_files`: it raises any lower value to 20 (`SanitizeOptions`).
+pub const MIN_OPEN_FILES: u32 = 20;
+
+/// Of `max_open_files`, the files RocksDB keeps out of its table cache "for other uses": the
+/// cache holds at most `max_open_files - 10` table readers (`DBImpl::DBImpl`). The context puts
+/// the cache in one shard; in RocksDB's default 64, each shard keeps at least one reader of its
+/// own, up to 64 whatever `max_open_files` says.
+pub const NON_TABLE_FILES: u64 = 10;
+
+/// Logs a bucket may hold open besides its current one: each memtable switch starts a new log
+/// and keeps the old one open until RocksDB syncs it, which it does when the next flush begins
+/// (`SyncClosedWals`) or on a log sync (`flush_wal(true)`); a column family stops taking writes at 2 unflushed
+/// memtables (`max_write_buffer_number`, which the context sets), so at most 2 switches each of
+/// `data` and `meta` await a flush.
+pub const RETIRED_LOGS_PER_BUCKET: u64 = 2 * 2;
+
+/// Files a bucket opens while its manifest rolls over (the new manifest and the temporary file
+/// that becomes `CURRENT`, both before the old manifest closes), or while its info log rolls
+/// over (the new log opens before the old one closes).
+pub const ROLLOVER_FDS_PER_BUCKET: u64 = 2 + 1;
 
 /// Resident memory one open, small RocksDB bucket holds besides the shared cache and memtable
 /// budget (its column families' structures, table readers, an idle memtable arena each), bytes.
@@ -59,7 +78,11 @@ pub struct ContextOptions {
     pub flush_threads: u32,
     /// Background jobs one bucket may have scheduled at once (default 2).
     pub max_background_jobs_per_bucket: u32,
-    /// Table files one bucket keeps open (default 64), bounding file descriptors per bucket.
+    /// RocksDB's `max_open_files` of each bucket (default 20, RocksDB's least,
+    /// [`MIN_OPEN_FILES`]; lower values count as it): a bucket keeps at most 10 fewer table
+    /// files open ([`NON_TABLE_FILES`]), and re-opens one it needs beyond that. Its ceiling
+    /// ([`ContextOptions::fd_ceiling`]) grows with it, so every bucket open reserves that many
+    /// more descriptors.
     pub max_open_files_per_bucket: u32,
     /// Age after which RocksDB compacts a table file again on its own, in seconds (default one
     /// day; 0 turns it off). The scheduler reclaims a bucket only once enough of it is covered,
@@ -82,10 +105,51 @@ impl Default for ContextOptions {
             compaction_threads: 2,
             flush_threads: 1,
             max_background_jobs_per_bucket: 2,
-            max_open_files_per_bucket: 64,
+            max_open_files_per_bucket: MIN_OPEN_FILES,
             periodic_compaction_secs: 24 * 60 * 60,
             max_buckets: 1024,
         }
+    }
+}
+
+impl ContextOptions {
+    /// RocksDB's `max_open_files` of each bucket, as RocksDB applies it.
+    pub fn max_open_files(&self) -> u32 {
+        self.max_open_files_per_bucket.max(MIN_OPEN_FILES)
+    }
+
+    /// Table readers one bucket keeps open at most: its table cache's capacity.
+    pub fn table_readers(&self) -> u64 {
+        u64::from(self.max_open_files()) - NON_TABLE_FILES
+    }
+
+    /// Table files one bucket may be writing at once: RocksDB's per-database limits on its
+    /// background jobs (a quarter of `max_background_jobs` flushes, at least one, and the rest
+    /// compactions, at least one; `DBImpl::GetBGJobLimits`), one output file each (one
+    /// subcompaction per compaction, which the context sets), and the manual compaction of a
+    /// reclaim, which RocksDB runs beside them (one at a time: the engine serialises reclaims).
+    pub fn table_writers(&self) -> u64 {
+        let jobs = u64::from(self.max_background_jobs_per_bucket.max(1));
+        let flushes = (jobs / 4).max(1);
+        let compactions = jobs.saturating_sub(flushes).max(1);
+        flushes + compactions + 1
+    }
+
+    /// The most descriptors one open bucket may hold, which admission reserves for it
+    /// ([`engine_api::budget::BucketBudget`]): [`FIXED_FDS_PER_BUCKET`], its table readers,
+    /// [`RETIRED_LOGS_PER_BUCKET`], its table writers and [`ROLLOVER_FDS_PER_BUCKET`] (28 with
+    /// the defaults). Opening a bucket stays within it: recovery reads and writes one file at a
+    /// time while no job runs and the table cache is at most a quarter full.
+    ///
+    /// Not counted: table readers in use at once beyond the table cache's capacity (RocksDB's
+    /// cache lets entries in use outgrow it), which takes one compaction or iterator reading
+    /// more level-0 files than the cache holds; level 0 is compacted from 4 files on.
+    pub fn fd_ceiling(&self) -> u64 {
+        FIXED_FDS_PER_BUCKET
+            + self.table_readers()
+            + RETIRED_LOGS_PER_BUCKET
+            + self.table_writers()
+            + ROLLOVER_FDS_PER_BUCKET
     }
 }
 
@@ -137,7 +201,13 @@ impl RocksDbContext {
             base.set_ratelimiter(rate, 100_000, 10);
         }
         base.set_max_background_jobs(to_c_int(settings.max_background_jobs_per_bucket.max(1)));
-        base.set_max_open_files(to_c_int(settings.max_open_files_per_bucket.max(16)));
+        // What the descriptor ceiling counts on (`ContextOptions::fd_ceiling`): the table cache
+        // in one shard, so it holds no more readers than its capacity; one output file per
+        // compaction; at most 2 unflushed memtables per column family.
+        base.set_max_open_files(to_c_int(settings.max_open_files()));
+        base.set_table_cache_num_shard_bits(0);
+        base.set_max_subcompactions(1);
+        base.set_max_write_buffer_number(2);
         base.set_write_buffer_size(settings.write_buffer_bytes.max(64 << 10));
         // Small arena blocks: hundreds of idle memtables must not each reserve a megabyte.
         base.set_arena_block_size(64 << 10);
@@ -156,7 +226,7 @@ impl RocksDbContext {
                 budget: BucketBudget::new(
                     crate::engine::BACKEND,
                     settings.max_buckets,
-                    FDS_PER_BUCKET,
+                    settings.fd_ceiling(),
                 ),
                 base,
                 cache,
@@ -191,19 +261,21 @@ impl RocksDbContext {
     /// What `buckets` open buckets of this context hold at most: the shared flush and
     /// compaction pools (sized once per process) and RocksDB's service threads,
     /// [`FIXED_FDS_PER_BUCKET`] descriptors each plus their open table files, and the shared
-    /// block cache and memtable budget plus [`MEMORY_PER_BUCKET`] each.
+    /// block cache and memtable budget plus [`MEMORY_PER_BUCKET`] each; admission reserves
+    /// [`ContextOptions::fd_ceiling`] descriptors each.
     ///
     /// `tables_per_bucket` is how many table files each bucket holds open (RocksDB keeps every
-    /// table it reads open, up to `max_open_files_per_bucket`); a small, reclaimed bucket holds
-    /// two, one per column family.
+    /// table it reads open, up to [`ContextOptions::table_readers`]); a small, reclaimed bucket
+    /// holds two, one per column family.
     pub fn bounds(&self, buckets: usize, tables_per_bucket: u64) -> ResourceBounds {
         let s = &self.inner.settings;
         let n = buckets as u64;
-        let tables = tables_per_bucket.min(u64::from(s.max_open_files_per_bucket));
+        let tables = tables_per_bucket.min(s.table_readers());
         ResourceBounds {
             threads: u64::from(s.compaction_threads.max(1) + s.flush_threads.max(1))
                 + ROCKSDB_SERVICE_THREADS,
             fds: n * (FIXED_FDS_PER_BUCKET + tables),
+            fds_reserved: n * s.fd_ceiling(),
             memory_bytes: (s.block_cache_bytes + s.write_buffer_budget_bytes) as u64
                 + n * MEMORY_PER_BUCKET,
         }
@@ -240,4 +312,39 @@ impl RocksDbContext {
 
 fn to_c_int(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ceiling_counts_what_rocksdb_may_open_per_bucket() {
+        let defaults = ContextOptions::default();
+        // 8 fixed + 10 table readers + 4 retired logs + 3 table writers + 3 for rollovers.
+        assert_eq!(defaults.table_readers(), 10);
+        assert_eq!(defaults.table_writers(), 3);
+        assert_eq!(defaults.fd_ceiling(), 28);
+        let with = |max_open_files_per_bucket, max_background_jobs_per_bucket| ContextOptions {
+            max_open_files_per_bucket,
+            max_background_jobs_per_bucket,
+            ..ContextOptions::default()
+        };
+        // Below RocksDB's floor counts as the floor; more open files, more readers.
+        assert_eq!(with(5, 2).fd_ceiling(), 28);
+        assert_eq!(with(64, 2).fd_ceiling(), 28 + 44);
+        // 8 jobs: 2 flushes and 6 compactions, besides the reclaim's manual compaction.
+        assert_eq!(with(20, 8).table_writers(), 9);
+        assert_eq!(with(20, 0).table_writers(), 3);
+    }
+
+    #[test]
+    fn the_budget_reserves_the_ceiling_and_bounds_state_it() {
+        let context = RocksDbContext::for_buckets(3).unwrap();
+        assert_eq!(context.inner.budget.fd_ceiling(), 28);
+        let bounds = context.bounds(3, 2);
+        assert_eq!((bounds.fds, bounds.fds_reserved), (3 * 10, 3 * 28));
+        // However many tables a bucket has, it holds no more readers than its cache.
+        assert_eq!(context.bounds(1, 1000).fds, FIXED_FDS_PER_BUCKET + 10);
+    }
 }

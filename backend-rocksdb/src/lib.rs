@@ -24,8 +24,8 @@ pub mod suppliers;
 pub mod testing;
 
 pub use context::{
-    ContextOptions, FDS_PER_BUCKET, FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET,
-    ROCKSDB_SERVICE_THREADS, RocksDbContext,
+    ContextOptions, FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_OPEN_FILES, NON_TABLE_FILES,
+    RETIRED_LOGS_PER_BUCKET, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_BUCKET, RocksDbContext,
 };
 pub use engine::RocksDbEngine;
 pub use filter::{

@@ -22,8 +22,11 @@ use crate::flusher::Flusher;
 /// almost every lookup.
 pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
 
-/// File descriptors one open sled bucket holds: sled's log file (`db`). sled reads and closes
-/// `conf` and its snapshots at open.
+/// File descriptors one open sled bucket holds: sled's log file (`db`). It is also the bucket's
+/// ceiling, which admission reserves: sled opens its other files only within a call and closes
+/// them before it returns (`conf` and a snapshot at open and close, a blob file for a value over
+/// its blob threshold), which the process-wide reserve covers
+/// ([`engine_api::budget::FD_RESERVE`]).
 pub const FDS_PER_BUCKET: u64 = 1;
 
 /// The most threads sled 0.34's process-wide I/O pool runs (its own cap; it starts them on demand
@@ -151,13 +154,14 @@ impl SledContext {
     }
 
     /// What `buckets` open buckets of this context hold at most: the flusher thread and sled's
-    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each, and their
-    /// cache shares plus [`MEMORY_PER_BUCKET`] each.
+    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each (also their
+    /// reservation), and their cache shares plus [`MEMORY_PER_BUCKET`] each.
     pub fn bounds(&self, buckets: usize) -> ResourceBounds {
         let n = buckets as u64;
         ResourceBounds {
             threads: u64::from(self.inner.flusher.is_some()) + SLED_IO_THREADS,
             fds: n * FDS_PER_BUCKET,
+            fds_reserved: n * FDS_PER_BUCKET,
             memory_bytes: n * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET),
         }
     }

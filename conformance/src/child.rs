@@ -39,6 +39,34 @@ pub fn command(test_name: &str) -> Command {
     command
 }
 
+/// Runs `body` in a child process of its own: the test binary re-executed for the one test
+/// `test_name` (its full name as the harness lists it, e.g. `sled::scale`), where `body` runs.
+/// In the parent, the lines of the child's output that contain `prefix` are shown, and a child
+/// that fails, panics or aborts fails the test with its output.
+pub fn run_isolated(test_name: &str, prefix: &str, body: impl FnOnce()) {
+    if role(test_name) == Role::Child {
+        body();
+        return;
+    }
+    let out = command(test_name)
+        .output()
+        .expect("start the child process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // libtest may print the test's name on the same line first.
+    for line in stdout
+        .lines()
+        .filter_map(|l| l.find(prefix).map(|at| &l[at..]))
+    {
+        crate::skip::notice(line);
+    }
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test_name} child process failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
 /// The full name the harness gives test `name` in the module at `module_path` (what
 /// `module_path!()` says there): the path without the crate.
 pub fn test_name(module_path: &str, name: &str) -> String {

@@ -13,6 +13,7 @@ pub mod crash;
 pub mod factories;
 pub mod factory;
 pub mod harness;
+pub mod headroom;
 pub mod hostile;
 pub mod hostile_input;
 mod macros;

@@ -5,9 +5,10 @@
 //! Threads, descriptors and memory are process-wide, so the scenario runs in a child process of
 //! its own (the test binary re-executed for this one test, [`run_isolated`]): nothing else in the
 //! process opens files or starts threads while it measures. The child runs under a soft
-//! descriptor limit of 1,024 (the usual default) whenever the backend's stated descriptors for the
-//! buckets fit in it; otherwise it first shows that the open that would exceed the limit is a
-//! clear [`Error::ResourceLimit`], then raises the limit as the message says and goes on.
+//! descriptor limit of 1,024 (the usual default) whenever the descriptors admission reserves for
+//! the buckets (each bucket's ceiling) fit in it; otherwise it first shows that the open that
+//! would exceed the limit is a clear [`Error::ResourceLimit`], then raises the limit to the value
+//! the message names (the hard limit too, where it is lower and the process may) and goes on.
 //!
 //! `TIDEMARK_SCALE_BUCKETS` sets the number of buckets (default 1,000).
 
@@ -17,7 +18,7 @@ use engine_api::budget::{FD_RESERVE, ResourceBounds};
 use engine_api::process::{self, ProcessUsage};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
-use crate::child::{self, Role};
+use crate::child;
 use crate::factory::EngineFactory;
 
 /// Buckets opened at once by default.
@@ -37,6 +38,13 @@ pub trait ScaleFactory: EngineFactory {
 
     /// A fresh context admitting exactly `buckets` buckets.
     fn scale_context(&self, buckets: usize) -> Result<Self::Context>;
+
+    /// A fresh context admitting `buckets` buckets in which a bucket's files follow its writes
+    /// quickly (RocksDB: the smallest memtables, so a few hundred KiB flush several table
+    /// files); by default the scale context.
+    fn growing_context(&self, buckets: usize) -> Result<Self::Context> {
+        self.scale_context(buckets)
+    }
 
     /// Opens the bucket at `dir` from `context`.
     fn open_in(
@@ -60,31 +68,11 @@ pub fn buckets_from_env() -> usize {
 }
 
 /// Runs [`run`] in a child process: the test binary re-executed for the one test `test_name`
-/// (its full name as the harness lists it, e.g. `sled::scale`). In that child it runs the
-/// scenario itself. A child that fails, panics or aborts fails the test with its output.
+/// (its full name as the harness lists it, e.g. `sled::scale`), see [`child::run_isolated`].
 pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
-    if child::role(test_name) == Role::Child {
-        run(factory, buckets_from_env());
-        return;
-    }
-    let out = child::command(test_name)
-        .output()
-        .expect("start the scale child process");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // libtest may print the test's name on the same line first.
-    let prefix = format!("scale {}:", F::NAME);
-    for line in stdout
-        .lines()
-        .filter_map(|l| l.find(&prefix).map(|at| &l[at..]))
-    {
-        crate::skip::notice(line);
-    }
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{test_name} child process failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    child::run_isolated(test_name, &format!("scale {}:", F::NAME), || {
+        run(factory, buckets_from_env())
+    });
 }
 
 /// The scenario, in this process: opens `buckets` buckets from a context sized for them, writes
@@ -99,49 +87,53 @@ pub fn run<F: ScaleFactory>(factory: &F, buckets: usize) {
     let bounds = factory.bounds(&context, buckets);
     let idle = ProcessUsage::current();
     let idle_fds = idle.open_fds.unwrap_or(0);
-    let needed = idle_fds + bounds.fds + FD_RESERVE;
+    let needed = idle_fds + bounds.fds_reserved + FD_RESERVE;
+    assert!(
+        bounds.fds <= bounds.fds_reserved,
+        "{name}: the buckets hold {} descriptors, more than the {} reserved for them",
+        bounds.fds,
+        bounds.fds_reserved
+    );
     let dir = |i: usize| root.path().join(format!("bucket-{i}"));
     let options = EngineOptions::default().with_sync_writes(false);
 
     let mut engines = Vec::with_capacity(buckets);
+    let (mut buckets, mut bounds) = (buckets, bounds);
     process::set_fd_soft_limit(DEFAULT_SOFT_FD_LIMIT).expect("lower the soft fd limit");
     if needed > DEFAULT_SOFT_FD_LIMIT {
         // Does not fit the default: the open that would exceed it must say so, not fail inside
         // the engine. Then raise the limit as the message says and continue with what is open.
-        let refused = loop {
-            let i = engines.len();
-            assert!(
-                i < buckets,
-                "{name}: {buckets} buckets opened under a soft limit of \
-                {DEFAULT_SOFT_FD_LIMIT} though their stated {} descriptors do not fit",
-                bounds.fds
-            );
-            match factory.open_in(&context, &dir(i), options.clone()) {
-                Ok(engine) => engines.push(engine),
-                Err(e) => break (i, e),
-            }
-        };
-        let (i, err) = refused;
-        let text = err.to_string();
+        let (i, text) = open_until_refused(factory, &context, &dir, &mut engines, buckets);
+        let raise_to = crate::headroom::limit_named(&text)
+            .unwrap_or_else(|| panic!("{name}: the refusal names no limit to raise to: {text}"));
         assert!(
-            matches!(err, Error::ResourceLimit { .. }) && text.contains("ulimit -n"),
-            "{name}: bucket {i} under the default soft limit failed without naming the limit: {text}"
+            raise_to >= bounds.fds_reserved + FD_RESERVE,
+            "{name}: the refusal asks for {raise_to}, less than the {} reserved for {buckets} \
+             buckets and the reserve",
+            bounds.fds_reserved
         );
-        assert!(
-            !dir(i).exists(),
-            "{name}: a refused open created {}",
-            dir(i).display()
-        );
-        let raised = process::set_fd_soft_limit(needed).expect("raise the soft fd limit");
-        assert!(
-            raised.soft >= Some(needed),
-            "{name}: the hard limit {:?} is below the {needed} descriptors {buckets} buckets need",
-            raised.hard
-        );
+        // As `ulimit -n` would: the hard limit too where it is lower, if the process may.
+        let raised = process::set_fd_limit(raise_to)
+            .or_else(|_| process::set_fd_soft_limit(raise_to))
+            .expect("raise the soft fd limit");
         println!(
             "scale {name}: bucket {i} refused under a soft limit of {DEFAULT_SOFT_FD_LIMIT} \
-             ({text}); limit raised to {needed}"
+             ({text}); limit raised to {:?}",
+            raised.soft
         );
+        if raised.soft < Some(raise_to) {
+            // The hard limit is lower and this process may not raise it: the buckets it admits
+            // run the scenario, and the open past them must again be refused clearly.
+            let (i, text) = open_until_refused(factory, &context, &dir, &mut engines, buckets);
+            println!(
+                "scale {name}: NOTE {buckets} buckets need a limit of {raise_to}, above the hard \
+                 limit {:?} this process may not raise; the scenario runs with the {i} buckets \
+                 it admits (bucket {i} refused: {text})",
+                raised.hard
+            );
+            buckets = i;
+            bounds = factory.bounds(&context, buckets);
+        }
     }
     for i in engines.len()..buckets {
         let engine = factory
@@ -192,6 +184,44 @@ pub fn run<F: ScaleFactory>(factory: &F, buckets: usize) {
     // than the first time (a leak would double them).
     let reopened = ProcessUsage::current();
     check_bounds(name, &idle, &reopened, &bounds);
+}
+
+/// Opens buckets from `context` after those in `engines` until one is refused, which must be a
+/// clear [`Error::ResourceLimit`] naming the limit (`ulimit -n`) that created nothing, before
+/// `buckets` are open. Returns the refused bucket's number and the refusal's text.
+fn open_until_refused<F: ScaleFactory>(
+    factory: &F,
+    context: &F::Context,
+    dir: &dyn Fn(usize) -> std::path::PathBuf,
+    engines: &mut Vec<F::Engine>,
+    buckets: usize,
+) -> (usize, String) {
+    let name = F::NAME;
+    let limit = process::fd_limit().soft;
+    let options = EngineOptions::default().with_sync_writes(false);
+    let (i, err) = loop {
+        let i = engines.len();
+        assert!(
+            i < buckets,
+            "{name}: {buckets} buckets opened under a soft limit of {limit:?} though the \
+             descriptors reserved for them do not fit"
+        );
+        match factory.open_in(context, &dir(i), options.clone()) {
+            Ok(engine) => engines.push(engine),
+            Err(e) => break (i, e),
+        }
+    };
+    let text = err.to_string();
+    assert!(
+        matches!(err, Error::ResourceLimit { .. }) && text.contains("ulimit -n"),
+        "{name}: bucket {i} under a soft limit of {limit:?} failed without naming the limit: {text}"
+    );
+    assert!(
+        !dir(i).exists(),
+        "{name}: a refused open created {}",
+        dir(i).display()
+    );
+    (i, text)
 }
 
 /// The watermark bucket `i` is given: a tenth of its records, and up to 9 more so that buckets

@@ -3,6 +3,7 @@
 mod rocksdb {
     conformance::engine_cases!(conformance::factories::RocksDbFactory);
     conformance::scale_case!(conformance::factories::RocksDbFactory);
+    conformance::headroom_case!(conformance::factories::RocksDbFactory);
     conformance::crash_case!(conformance::factories::RocksDbFactory);
     mod bucket {
         conformance::bucket_cases!(conformance::factories::RocksDbFactory);

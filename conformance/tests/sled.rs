@@ -3,6 +3,7 @@
 mod sled {
     conformance::engine_cases!(conformance::factories::SledFactory);
     conformance::scale_case!(conformance::factories::SledFactory);
+    conformance::headroom_case!(conformance::factories::SledFactory);
     conformance::crash_case!(conformance::factories::SledFactory);
     mod bucket {
         conformance::bucket_cases!(conformance::factories::SledFactory);

@@ -1,11 +1,18 @@
 //! The per-process admission budget one backend's buckets share: how many may be open at once,
-//! and the file descriptors each holds, checked against the process's limit before an open.
+//! and the file descriptors each may come to hold, reserved against the process's limit before
+//! an open.
 //!
 //! A host with a thousand buckets must learn at open, with a message that says what to change,
 //! that it is about to run out, rather than see a storage engine fail deep inside with "too many
-//! open files" (or worse, a background thread of the engine fail later). Every disk backend's
-//! context owns one [`BucketBudget`]; an open engine holds a [`BucketLease`] and gives it back when
-//! it is dropped, so a closed bucket's share is free again at once.
+//! open files" (or worse, a background flush or compaction of a bucket it opened long ago). Every
+//! disk backend's context owns one [`BucketBudget`]; an open engine holds a [`BucketLease`] and
+//! gives it back when it is dropped, so a closed bucket's share is free again at once.
+//!
+//! Each admitted bucket reserves its backend's descriptor *ceiling*, the most it may come to
+//! hold (a RocksDB bucket gains table files, logs and a new manifest after its open), in one
+//! reservation of the whole process that every budget of every backend shares (see
+//! `reservation`): a bucket is admitted only while what the process holds outside its buckets,
+//! every admitted bucket's ceiling, its own and [`FD_RESERVE`] fit under the soft limit.
 //!
 //! ```
 //! use engine_api::budget::BucketBudget;
@@ -25,13 +32,19 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
-use crate::process;
 
-/// Descriptors left free beyond a new bucket's own: engines open files briefly (a compaction's
-/// output, a snapshot being written, an options file), and the host has files of its own.
+mod reservation;
+
+use reservation::{Admission, ProcessProbe, Refusal, Request};
+
+/// Descriptors kept free beyond every admitted bucket's ceiling: files an engine opens and closes
+/// within one call on the caller's thread (the high-water record and its directory, redb's
+/// descriptor for an early fsync, a sled snapshot or blob file, a directory listing), which
+/// follow the calls in flight rather than the buckets, and the host's own files opened after
+/// the last admission.
 pub const FD_RESERVE: u64 = 16;
 
 /// The resources a backend promises a number of open buckets stays within, on top of what the
@@ -40,8 +53,12 @@ pub const FD_RESERVE: u64 = 16;
 pub struct ResourceBounds {
     /// Threads the backend adds, whatever the number of buckets.
     pub threads: u64,
-    /// File descriptors the buckets hold in all.
+    /// File descriptors the buckets hold in all, each as small as the caller states (a RocksDB
+    /// bucket: given its table files).
     pub fds: u64,
+    /// File descriptors admission reserves for them: each bucket's ceiling, the most it may come
+    /// to hold however it grows (at least `fds`).
+    pub fds_reserved: u64,
     /// Resident memory they may hold in all: the shared caches plus a per-bucket overhead, bytes.
     pub memory_bytes: u64,
 }
@@ -100,17 +117,19 @@ impl CacheBudget {
     }
 }
 
-/// How many buckets of one backend may be open at once and the descriptors each holds; cheap to
-/// clone (shared).
+/// How many buckets of one backend may be open at once and the most descriptors each may hold;
+/// cheap to clone (shared).
 #[derive(Clone)]
 pub struct BucketBudget {
     inner: Arc<Inner>,
 }
 
 struct Inner {
+    /// Tells this budget's reservations from other budgets' in the process's reservation.
+    id: u64,
     backend: &'static str,
     max_buckets: usize,
-    fds_per_bucket: u64,
+    fd_ceiling: u64,
     open: AtomicUsize,
 }
 
@@ -119,21 +138,23 @@ impl fmt::Debug for BucketBudget {
         f.debug_struct("BucketBudget")
             .field("backend", &self.inner.backend)
             .field("max_buckets", &self.inner.max_buckets)
-            .field("fds_per_bucket", &self.inner.fds_per_bucket)
+            .field("fd_ceiling", &self.inner.fd_ceiling)
             .field("open", &self.open_buckets())
             .finish()
     }
 }
 
 impl BucketBudget {
-    /// A budget of at most `max_buckets` open buckets (at least 1) of `backend`, each holding
-    /// about `fds_per_bucket` file descriptors while open.
-    pub fn new(backend: &'static str, max_buckets: usize, fds_per_bucket: u64) -> Self {
+    /// A budget of at most `max_buckets` open buckets (at least 1) of `backend`, each of which
+    /// may hold up to `fd_ceiling` file descriptors while open.
+    pub fn new(backend: &'static str, max_buckets: usize, fd_ceiling: u64) -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         BucketBudget {
             inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 backend,
                 max_buckets: max_buckets.max(1),
-                fds_per_bucket,
+                fd_ceiling,
                 open: AtomicUsize::new(0),
             }),
         }
@@ -144,9 +165,10 @@ impl BucketBudget {
         self.inner.max_buckets
     }
 
-    /// The descriptors one open bucket holds (the backend's figure).
-    pub fn fds_per_bucket(&self) -> u64 {
-        self.inner.fds_per_bucket
+    /// The most descriptors one open bucket may hold (the backend's ceiling), which admission
+    /// reserves for it.
+    pub fn fd_ceiling(&self) -> u64 {
+        self.inner.fd_ceiling
     }
 
     /// Buckets open now.
@@ -156,8 +178,10 @@ impl BucketBudget {
 
     /// Admits one more bucket, to be opened at `path`, or refuses with
     /// [`Error::ResourceLimit`] when the budget is full or the process's soft file-descriptor
-    /// limit leaves too few descriptors for it (plus [`FD_RESERVE`]). Nothing is opened here; the
-    /// share is held by the returned lease until it is dropped.
+    /// limit has no room for the bucket's ceiling beside what the process holds outside its
+    /// buckets, the ceilings of every bucket it has admitted (of any backend) and
+    /// [`FD_RESERVE`]. Nothing is opened here; the share and the reservation are held by the
+    /// returned lease until it is dropped.
     pub fn admit(&self, path: &Path) -> Result<BucketLease> {
         let inner = &self.inner;
         let admitted = inner
@@ -176,54 +200,63 @@ impl BucketBudget {
                 ),
             });
         }
-        let lease = BucketLease {
+        let mut lease = BucketLease {
             inner: Arc::clone(inner),
+            reservation: None,
         };
-        self.check_fds(path)?;
-        Ok(lease)
+        let request = Request {
+            budget: inner.id,
+            dir: path,
+            ceiling: inner.fd_ceiling,
+        };
+        match reservation::PROCESS.reserve(&ProcessProbe, request)? {
+            Admission::Reserved(id) => {
+                lease.reservation = Some(id);
+                Ok(lease)
+            }
+            Admission::Refused(refusal) => Err(Error::ResourceLimit {
+                path: path.to_path_buf(),
+                message: self.refusal_message(&refusal),
+            }),
+        }
     }
 
-    /// Refuses when the open descriptors plus this bucket's and the reserve exceed the soft limit.
-    /// Best effort: it reads the process's count now, so opens racing for the last descriptors
-    /// may all pass; it turns the common case into a clear error at open, it reserves nothing.
-    fn check_fds(&self, path: &Path) -> Result<()> {
-        let limit = process::fd_limit();
-        let (Some(soft), Some(open_fds)) = (limit.soft, process::open_fds()) else {
-            return Ok(());
-        };
+    /// What a descriptor refusal says: the figures, and the limit that admits this budget's
+    /// every bucket beside what else the process holds and reserves.
+    fn refusal_message(&self, r: &Refusal) -> String {
         let inner = &self.inner;
-        let needed = inner.fds_per_bucket.saturating_add(FD_RESERVE);
-        if open_fds.saturating_add(needed) <= soft {
-            return Ok(());
-        }
-        // Enough for every bucket the budget admits, counting what is open besides.
-        let per_bucket = inner.fds_per_bucket.max(1);
-        let others =
-            open_fds.saturating_sub((self.open_buckets() as u64).saturating_mul(per_bucket));
-        let suggested = others
-            .saturating_add((inner.max_buckets as u64).saturating_mul(per_bucket))
-            .saturating_add(FD_RESERVE);
-        let hard = limit
-            .hard
-            .map_or_else(|| "unlimited".to_string(), |h| h.to_string());
-        Err(Error::ResourceLimit {
-            path: path.to_path_buf(),
-            message: format!(
-                "the process has {open_fds} file descriptors open and its soft limit \
-                 (RLIMIT_NOFILE) is {soft}; a {} bucket holds about {} more and {FD_RESERVE} are \
-                 kept in reserve. Raise the limit (hard limit {hard}) to at least {suggested} for \
-                 {} buckets: `ulimit -n {suggested}` in the shell that starts the process, \
+        let (backend, ceiling, max) = (inner.backend, inner.fd_ceiling, inner.max_buckets);
+        let suggested = reservation::limit_for(r.outside, r.reserved_by_others, ceiling, max);
+        let how = match r.limit.hard {
+            Some(hard) if suggested > hard => format!(
+                "above the hard limit of {hard}, which needs the privilege to raise it: \
+                 `ulimit -n {suggested}` as root in the shell that starts the process, \
                  LimitNOFILE={suggested} in its systemd unit, or \
-                 `engine_api::process::set_fd_soft_limit({suggested})` at start-up",
-                inner.backend, inner.fds_per_bucket, inner.max_buckets
+                 `engine_api::process::set_fd_limit({suggested})` at start-up \
+                 (CAP_SYS_RESOURCE)"
             ),
-        })
+            _ => format!(
+                "`ulimit -n {suggested}` in the shell that starts the process, \
+                 LimitNOFILE={suggested} in its systemd unit, or \
+                 `engine_api::process::set_fd_soft_limit({suggested})` at start-up"
+            ),
+        };
+        format!(
+            "no room for one more {backend} bucket under the soft file-descriptor limit \
+             (RLIMIT_NOFILE) of {}: the process has {} descriptors open, {} of them outside its \
+             buckets; its {} admitted buckets reserve {} (each the most it may come to hold, \
+             {ceiling} for a {backend} bucket) and {FD_RESERVE} are kept in reserve. Raise the \
+             limit to at least {suggested} for {max} {backend} buckets: {how}",
+            r.soft, r.open, r.outside, r.buckets, r.reserved
+        )
     }
 }
 
-/// One admitted bucket's share of a [`BucketBudget`]; dropping it frees the share.
+/// One admitted bucket's share of a [`BucketBudget`] and its descriptor reservation; dropping
+/// it frees both (after the engine has closed its files: an engine drops its lease last).
 pub struct BucketLease {
     inner: Arc<Inner>,
+    reservation: Option<u64>,
 }
 
 impl fmt::Debug for BucketLease {
@@ -236,6 +269,9 @@ impl fmt::Debug for BucketLease {
 
 impl Drop for BucketLease {
     fn drop(&mut self) {
+        if let Some(id) = self.reservation {
+            reservation::PROCESS.release(id);
+        }
         self.inner.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -296,6 +332,39 @@ mod tests {
         assert!(budget.admit(Path::new("b")).is_err());
         drop(leases);
         assert_eq!(other.open_buckets(), 0);
+    }
+
+    #[test]
+    fn a_refusal_names_the_limit_that_admits_the_whole_budget() {
+        let budget = BucketBudget::new("rocksdb", 36, 28);
+        let refusal = |hard| Refusal {
+            limit: crate::process::FdLimit {
+                soft: Some(1024),
+                hard: Some(hard),
+            },
+            soft: 1024,
+            open: 900,
+            outside: 10,
+            buckets: 33,
+            reserved: 30 * 28 + 3,
+            reserved_by_others: 3,
+        };
+        // 10 outside + 3 reserved by other backends + 36 buckets of 28 + 16 in reserve.
+        let text = budget.refusal_message(&refusal(1 << 20));
+        assert!(
+            text.contains("to at least 1037 for 36 rocksdb buckets")
+                && text.contains("ulimit -n 1037")
+                && text.contains("set_fd_soft_limit(1037)")
+                && text.contains("(RLIMIT_NOFILE) of 1024")
+                && text.contains("28 for a rocksdb bucket"),
+            "{text}"
+        );
+        // Above the hard limit, raising the soft limit alone cannot do.
+        let text = budget.refusal_message(&refusal(1030));
+        assert!(
+            text.contains("above the hard limit of 1030") && text.contains("set_fd_limit(1037)"),
+            "{text}"
+        );
     }
 
     #[cfg(target_os = "linux")]

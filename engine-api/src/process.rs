@@ -6,6 +6,7 @@
 //! at open ([`crate::budget`]), the scale test and the scale report all read these one way.
 
 use std::fs;
+use std::path::Path;
 
 /// Threads, open file descriptors and resident memory of this process at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,6 +39,55 @@ pub fn open_fds() -> Option<u64> {
     Some((entries.count() as u64).saturating_sub(1))
 }
 
+/// The open file descriptors of this process, and how many of them are files (or directories)
+/// under one of a set of directories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdCount {
+    /// Open descriptors (as [`open_fds`] counts them).
+    pub open: u64,
+    /// Those whose file lies under one of the directories.
+    pub under: u64,
+}
+
+/// Counts the open descriptors of this process and those whose file lies under one of `dirs`
+/// (read from the targets of `/proc/self/fd`); `None` where they cannot be read. The targets are
+/// canonical paths, so `dirs` must be too (as [`Path::canonicalize`] returns them). A descriptor
+/// whose target cannot be read, or whose file was moved out of the directories, counts as
+/// outside them.
+pub fn fds_under(dirs: &[&Path]) -> Option<FdCount> {
+    #[cfg(unix)]
+    {
+        use std::collections::HashSet;
+        use std::os::unix::ffi::OsStrExt;
+        // Byte prefixes rather than `Path`s: the scan runs over every descriptor of a process
+        // that may hold tens of thousands.
+        let dirs: HashSet<&[u8]> = dirs.iter().map(|d| d.as_os_str().as_bytes()).collect();
+        let entries = fs::read_dir("/proc/self/fd").ok()?;
+        let (mut open, mut under) = (0u64, 0u64);
+        for entry in entries.flatten() {
+            open += 1;
+            let Ok(target) = fs::read_link(entry.path()) else {
+                continue;
+            };
+            let target = target.as_os_str().as_bytes();
+            let mut prefixes = (1..target.len()).filter(|&i| target[i] == b'/');
+            if dirs.contains(target) || prefixes.any(|i| dirs.contains(&target[..i])) {
+                under += 1;
+            }
+        }
+        Some(FdCount {
+            // The directory handle that lists the entries is one of them, under no bucket.
+            open: open.saturating_sub(1),
+            under,
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dirs;
+        None
+    }
+}
+
 /// The soft and hard limits on open file descriptors (`RLIMIT_NOFILE`); `None` means unlimited
 /// or unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,26 +118,40 @@ pub fn fd_limit() -> FdLimit {
 }
 
 /// Sets this process's soft file-descriptor limit to `soft` (at most the hard limit), as
-/// `ulimit -n` does in a shell, and returns the limits now in force. A host that knows it needs
+/// `ulimit -Sn` does in a shell, and returns the limits now in force. A host that knows it needs
 /// more descriptors than the default soft limit (often 1,024) calls it once at start-up; tests
 /// call it to run under a known limit.
 pub fn set_fd_soft_limit(soft: u64) -> std::io::Result<FdLimit> {
+    let hard = fd_limit().hard;
+    set_fd_limits(hard.map_or(soft, |hard| soft.min(hard)), hard)
+}
+
+/// Sets this process's soft file-descriptor limit to `soft`, first raising the hard limit to it
+/// when the hard limit is lower, as `ulimit -n` does in a shell (raising the hard limit needs the
+/// privilege to: root, or `CAP_SYS_RESOURCE`; without it this fails and changes nothing).
+/// Returns the limits now in force. For a host whose buckets need more descriptors than its hard
+/// limit allows.
+pub fn set_fd_limit(soft: u64) -> std::io::Result<FdLimit> {
+    let hard = fd_limit().hard;
+    set_fd_limits(soft, hard.map(|hard| hard.max(soft)))
+}
+
+/// Sets both limits (`None`: unlimited) and returns the limits now in force.
+fn set_fd_limits(soft: u64, hard: Option<u64>) -> std::io::Result<FdLimit> {
     #[cfg(unix)]
     {
-        let current = fd_limit();
-        let soft = current.hard.map_or(soft, |hard| soft.min(hard));
         rustix::process::setrlimit(
             rustix::process::Resource::Nofile,
             rustix::process::Rlimit {
                 current: Some(soft),
-                maximum: current.hard,
+                maximum: hard,
             },
         )?;
         Ok(fd_limit())
     }
     #[cfg(not(unix))]
     {
-        let _ = soft;
+        let _ = (soft, hard);
         Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,
             "file-descriptor limits are only managed on unix",
@@ -125,5 +189,30 @@ mod tests {
         assert!(usage.open_fds.is_some());
         let limit = fd_limit();
         assert!(limit.soft.is_some() && limit.soft <= limit.hard.or(Some(u64::MAX)));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn descriptors_are_attributed_to_the_directory_holding_their_file() {
+        let root = tempfile::tempdir().unwrap();
+        let root_path = root.path().canonicalize().unwrap();
+        let (a, b) = (root_path.join("a"), root_path.join("b"));
+        fs::create_dir_all(a.join("db")).unwrap();
+        fs::create_dir_all(&b).unwrap();
+        let before = fds_under(&[&a, &b]).unwrap();
+        let files = [
+            fs::File::create(a.join("db").join("x")).unwrap(),
+            fs::File::open(a.join("db")).unwrap(),
+            fs::File::create(b.join("y")).unwrap(),
+        ];
+        // Other tests of this process open and close files meanwhile: only what lies under
+        // the directories is exact.
+        let held = fds_under(&[&a, &b]).unwrap();
+        assert_eq!((before.under, held.under), (0, 3));
+        assert_eq!(fds_under(&[&a]).unwrap().under, 2);
+        // A prefix of a name is not its directory.
+        assert_eq!(fds_under(&[&a.join("d")]).unwrap().under, 0);
+        drop(files);
+        assert_eq!(fds_under(&[&a, &b]).unwrap().under, 0);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use backend_rocksdb::{RocksDbContext, RocksDbEngine};
+use backend_rocksdb::{ContextOptions, RocksDbContext, RocksDbEngine};
 use engine_api::{EngineOptions, OpenEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -56,6 +56,16 @@ impl crate::scale::ScaleFactory for RocksDbFactory {
 
     fn scale_context(&self, buckets: usize) -> Result<RocksDbContext> {
         RocksDbContext::for_buckets(buckets)
+    }
+
+    /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table
+    /// file.
+    fn growing_context(&self, buckets: usize) -> Result<RocksDbContext> {
+        RocksDbContext::new(ContextOptions {
+            max_buckets: buckets,
+            write_buffer_bytes: 64 << 10,
+            ..ContextOptions::default()
+        })
     }
 
     fn open_in(
