@@ -2,9 +2,11 @@
 //!
 //! Some engines panic instead of returning an error when their own files are damaged (redb
 //! unwraps the UTF-8 of a `&str` key it reads back, sled fails to find a page its damaged log
-//! names). The disk skeleton runs the storage calls that read files (open, lookups, reclaims,
-//! verify) through [`contained`], so such a panic becomes [`Error::Backend`] naming the operation
-//! and the panic message: the caller gets a clear error instead of a panic unwinding through it.
+//! names). The disk skeleton runs **every** call into its storage through [`contained`] (or
+//! [`catch_panic`]), so such a panic becomes [`Error::Backend`] naming the operation and the panic
+//! message: the caller gets an error instead of a panic unwinding through it (and through the
+//! locks it holds). A panic in a call that may write also fails the store
+//! ([`Error::StoreFailed`]); see [`crate::disk`].
 //!
 //! A contained panic still runs the process's panic hook, which by default prints the message
 //! and a backtrace note on stderr, once per panic. A host (or a tool such as the `tidemark`
