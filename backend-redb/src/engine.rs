@@ -140,3 +140,31 @@ impl OpenEngine for RedbEngine {
 impl engine_api::Engine for RedbEngine {
     forward_engine!(inner);
 }
+
+#[cfg(test)]
+mod tests {
+    use engine_api::Engine;
+
+    use super::*;
+
+    /// redb writes when it closes its file; a panic there (as on a damaged file) is contained
+    /// in the drop, and the store opens again afterwards.
+    #[test]
+    fn a_panic_while_closing_stays_inside_the_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
+        engine.put(b"k", b"v", 0).unwrap();
+        engine.inner.storage().panic_on_close();
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(engine)));
+        assert!(dropped.is_ok(), "the panic escaped the drop");
+        let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
+        assert_eq!(engine.applied_end(), 1);
+        assert_eq!(
+            engine.lookup(b"k").unwrap(),
+            engine_api::LocalLookup::Value {
+                offset: 0,
+                bytes: b"v".to_vec()
+            }
+        );
+    }
+}
