@@ -2,8 +2,9 @@
 //! turn, and the damaged copy is opened (in the default `CreateIfMissing` mode), read in full and
 //! then written to in a child process. The open must be a clear error, or the store must read
 //! back a state no older than its high-water record with every entry either exactly right or
-//! reported as damaged, and each write must succeed or be a clear refusal; never a panic, an
-//! abort, a poisoned lock, a silently older state or a wrong value.
+//! reported as damaged (as `Corrupt` where the backend's checksums cover the damaged file), and
+//! each write must succeed or be a clear refusal; never a panic, an abort, a poisoned lock, a
+//! silently older state or a wrong value.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,16 +66,20 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
             Workload::new(seed).run(&engine);
         }
         Ending::Crash => {
-            let populated = expect_success(child::run("populate-crash", &template, seed));
+            let populated = expect_success(child::run("populate-crash", &template, seed, None));
             assert_eq!(populated, "populated");
         }
     }
 
     let mut rng = SplitMix64::new(seed);
     let mut tally: BTreeMap<String, u64> = BTreeMap::new();
-    let undamaged = open_in_child(&scratch.path().join("undamaged"), &template, seed, |_| {
-        Ok(())
-    });
+    let undamaged = open_in_child(
+        &scratch.path().join("undamaged"),
+        &template,
+        seed,
+        None,
+        |_| Ok(()),
+    );
     assert!(
         undamaged.starts_with("opened"),
         "{}: the undamaged store must open: {undamaged}",
@@ -88,7 +93,7 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
             }
             runs += 1;
             let copy = scratch.path().join(format!("case-{runs}"));
-            let outcome = open_in_child(&copy, &template, seed, |dir| {
+            let outcome = open_in_child(&copy, &template, seed, Some(&rel), |dir| {
                 damage.apply(&dir.join(&rel), &mut rng)
             });
             let kind = outcome.split(':').next().unwrap_or("").to_owned();
@@ -109,17 +114,18 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
     assert!(runs >= 6, "{}: the store has no files to damage", F::NAME);
 }
 
-/// Copies `template` to `copy`, damages it with `damage` and opens it in a child; returns the
-/// child's outcome (failing the case when the child failed or reported nothing).
+/// Copies `template` to `copy`, damages its `file` with `damage` and opens it in a child;
+/// returns the child's outcome (failing the case when the child failed or reported nothing).
 fn open_in_child(
     copy: &Path,
     template: &Path,
     seed: u64,
+    file: Option<&Path>,
     damage: impl FnOnce(&Path) -> std::io::Result<()>,
 ) -> String {
     hostile::damage::copy_tree(template, copy);
     damage(copy).unwrap();
-    expect_success(child::run("open", copy, seed))
+    expect_success(child::run("open", copy, seed, file))
 }
 
 #[track_caller]
@@ -157,6 +163,11 @@ fn open_and_read<F: EngineFactory>(
     workload: &Workload,
     ending: Ending,
 ) -> String {
+    // Damage the engine's checksums cover must be reported as such, naming the key.
+    let corrupt_only = step
+        .file
+        .as_deref()
+        .is_some_and(|file| factory.reads_detect_damage_in(file));
     let engine = match factory.open(&step.dir, EngineOptions::default()) {
         Ok(engine) => engine,
         Err(e) => {
@@ -199,6 +210,13 @@ fn open_and_read<F: EngineFactory>(
             Err(Error::Corrupt { key: named, .. }) if named == key => {
                 *reported.entry("Corrupt").or_default() += 1;
             }
+            Err(e) if corrupt_only => panic!(
+                "{}: lookup of {} in a store whose damaged file its checksums cover ({:?}) \
+                 failed with an error other than Corrupt naming the key: {e:?}",
+                F::NAME,
+                String::from_utf8_lossy(&key),
+                step.file
+            ),
             Err(e) => match refusal_kind(&e) {
                 Some(kind) => *reported.entry(kind).or_default() += 1,
                 None => panic!("{}: lookup of {key:?} failed unexpectedly: {e:?}", F::NAME),
