@@ -10,10 +10,12 @@ use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, 
 
 use crate::error::{BACKEND, RedbResultExt};
 
-/// The database: writable, or opened with redb's read-only open, which never writes to the file.
+/// The database: writable, or opened with redb's read-only open, which never writes to the file;
+/// or closed ([`RedbDb::close`]).
 pub(crate) enum RedbDb {
     Writable(Database),
     ReadOnly(ReadOnlyDatabase),
+    Closed,
 }
 
 impl fmt::Debug for RedbDb {
@@ -21,6 +23,7 @@ impl fmt::Debug for RedbDb {
         f.write_str(match self {
             RedbDb::Writable(_) => "RedbDb::Writable",
             RedbDb::ReadOnly(_) => "RedbDb::ReadOnly",
+            RedbDb::Closed => "RedbDb::Closed",
         })
     }
 }
@@ -67,6 +70,7 @@ impl RedbDb {
         match self {
             RedbDb::Writable(db) => db.begin_read().redb(),
             RedbDb::ReadOnly(db) => db.begin_read().redb(),
+            RedbDb::Closed => Err(Error::Closed),
         }
     }
 
@@ -78,6 +82,17 @@ impl RedbDb {
                 path: file.to_path_buf(),
                 operation,
             }),
+            RedbDb::Closed => Err(Error::Closed),
+        }
+    }
+
+    /// Closes the database (a writable one records its allocator state and a clean shutdown,
+    /// which writes to the file); it is [`RedbDb::Closed`] afterwards, even when closing failed.
+    pub(crate) fn close(&mut self) -> Result<()> {
+        match std::mem::replace(self, RedbDb::Closed) {
+            RedbDb::Writable(db) => db.close().redb(),
+            RedbDb::ReadOnly(db) => db.close().redb(),
+            RedbDb::Closed => Ok(()),
         }
     }
 }

@@ -71,7 +71,9 @@ impl RedbEngine {
     /// This walks every tree and briefly holds the write lock, so it costs time proportional to
     /// the file; it is a diagnostic, which is why `Engine::stats` does not call it.
     pub fn disk_stats(&self) -> Result<RedbDiskStats> {
-        self.inner.storage().disk_stats()
+        // It takes redb's write transaction (then aborts it): run as a write.
+        self.inner
+            .write_storage("disk_stats", RedbStorage::disk_stats)
     }
 
     /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
@@ -98,13 +100,15 @@ impl RedbEngine {
     /// Writes `row` verbatim into the `by_offset` index, bypassing the engine. **For tests of
     /// unreadable index rows only** (cargo feature `testing`).
     pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        self.inner.storage().insert_index_row(row)
+        self.inner
+            .write_storage("insert_index_row", |s| s.insert_index_row(row))
     }
 
     /// Removes `row` from the `by_offset` index, bypassing the engine; returns whether it was
     /// there. **For tests of data rows missing their index row only** (cargo feature `testing`).
     pub fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        self.inner.storage().remove_index_row(row)
+        self.inner
+            .write_storage("remove_index_row", |s| s.remove_index_row(row))
     }
 }
 
@@ -135,4 +139,32 @@ impl OpenEngine for RedbEngine {
 
 impl engine_api::Engine for RedbEngine {
     forward_engine!(inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_api::Engine;
+
+    use super::*;
+
+    /// redb writes when it closes its file; a panic there (as on a damaged file) is contained
+    /// in the drop, and the store opens again afterwards.
+    #[test]
+    fn a_panic_while_closing_stays_inside_the_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
+        engine.put(b"k", b"v", 0).unwrap();
+        engine.inner.storage().panic_on_close();
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(engine)));
+        assert!(dropped.is_ok(), "the panic escaped the drop");
+        let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
+        assert_eq!(engine.applied_end(), 1);
+        assert_eq!(
+            engine.lookup(b"k").unwrap(),
+            engine_api::LocalLookup::Value {
+                offset: 0,
+                bytes: b"v".to_vec()
+            }
+        );
+    }
 }

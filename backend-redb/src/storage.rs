@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use engine_api::batch::Record;
 use engine_api::budget::BucketLease;
+use engine_api::contain::contained;
 use engine_api::covered::MetaRow;
 use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::sweeper::{self, ChunkSizer, index_key};
@@ -24,8 +25,28 @@ pub(crate) struct RedbStorage {
     file: PathBuf,
     /// How each sweep sizes its chunks (`sweep_chunk_rows`, `sweep_chunk_time`).
     chunks: ChunkSizer,
+    /// Makes the close at drop panic, to test that the panic stays inside.
+    #[cfg(test)]
+    panic_on_close: std::sync::atomic::AtomicBool,
     /// This bucket's share of its context's budget, given back after the file is closed.
     _lease: BucketLease,
+}
+
+impl Drop for RedbStorage {
+    /// Closes the database here rather than in redb's own drop: closing writes to the file (the
+    /// allocator state, a clean-shutdown header), which on a damaged file may panic, and a panic
+    /// must not escape a drop. A failed close is logged; the next open recovers the file.
+    fn drop(&mut self) {
+        let closed = contained(BACKEND, "closing the database", || {
+            #[cfg(test)]
+            self.panic_if_armed();
+            self.db.close()
+        });
+        if let Err(e) = closed {
+            tracing::warn!(file = %self.file.display(), error = %e,
+                "closing the redb database failed; its next open recovers it");
+        }
+    }
 }
 
 impl RedbStorage {
@@ -50,8 +71,28 @@ impl RedbStorage {
             db,
             file,
             chunks: options.chunk_sizer(usize::MAX),
+            #[cfg(test)]
+            panic_on_close: std::sync::atomic::AtomicBool::new(false),
             _lease: lease,
         })
+    }
+
+    /// Makes the close at drop panic (inside its containment), as redb may on a damaged file.
+    #[cfg(test)]
+    pub(crate) fn panic_on_close(&self) {
+        self.panic_on_close
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    #[cfg(test)]
+    fn panic_if_armed(&self) {
+        #[allow(clippy::panic, reason = "the injected fault is a panic")]
+        if self
+            .panic_on_close
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            panic!("injected panic while closing");
+        }
     }
 
     pub(crate) fn file(&self) -> &Path {

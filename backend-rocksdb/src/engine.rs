@@ -94,7 +94,8 @@ impl RocksDbEngine {
     /// Flushes the memtables of both column families into table files (no compaction, so no
     /// filtering: RocksDB filters only in compactions).
     pub fn flush_memtables(&self) -> Result<()> {
-        self.inner.storage().flush_memtables()
+        self.inner
+            .write_storage("flush_memtables", RocksDbStorage::flush_memtables)
     }
 
     /// Flushes the memtables, then compacts the whole `data` column family down to the bottom
@@ -105,20 +106,23 @@ impl RocksDbEngine {
     /// Tests use it to place older versions of a key below newer ones (the conformance factory's
     /// `settle`). Serialised with reclaims, so its removals never land in a reclaim's counts.
     pub fn compact_to_bottom(&self) -> Result<()> {
-        self.inner.with_reclaimer(RocksDbStorage::compact_to_bottom)
+        self.inner
+            .with_reclaimer("compact_to_bottom", RocksDbStorage::compact_to_bottom)
     }
 
     /// Table files per level of the `data` column family (index = level).
     pub fn data_files_per_level(&self) -> Result<Vec<u64>> {
-        let storage = self.inner.storage();
-        (0..7)
-            .map(|level| storage.data_property(properties::num_files_at_level(level)))
-            .collect()
+        self.inner.read_storage("data_files_per_level", |storage| {
+            (0..7)
+                .map(|level| storage.data_property(properties::num_files_at_level(level)))
+                .collect()
+        })
     }
 
     /// Live table-file bytes of the `data` column family.
     pub fn live_sst_bytes(&self) -> Result<u64> {
-        self.inner.storage().live_sst_bytes()
+        self.inner
+            .read_storage("live_sst_bytes", RocksDbStorage::live_sst_bytes)
     }
 }
 

@@ -289,7 +289,7 @@ impl Storage for RocksDbStorage {
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.db
             .get_cf(self.cf(META_CF)?, key.bytes())
-            .map_err(rocks_err)
+            .map_err(|e| read_err(key.bytes(), e))
     }
 
     fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
@@ -371,7 +371,7 @@ impl Storage for RocksDbStorage {
         match self.db.get_pinned_cf_opt(self.cf(DATA_CF)?, key, &opts) {
             Ok(value) => read(value.as_deref()).map(Some),
             Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => Ok(None),
-            Err(e) => Err(rocks_err(e)),
+            Err(e) => Err(read_err(key, e)),
         }
     }
 
@@ -379,7 +379,7 @@ impl Storage for RocksDbStorage {
         let value = self
             .db
             .get_pinned_cf(self.cf(DATA_CF)?, key)
-            .map_err(rocks_err)?;
+            .map_err(|e| read_err(key, e))?;
         read(value.as_deref())
     }
 
@@ -442,6 +442,18 @@ impl Storage for RocksDbStorage {
         self.db
             .put_cf_opt(self.cf(DATA_CF)?, key, stored, &opts)
             .map_err(rocks_err)
+    }
+}
+
+/// The error of a read of `key`. A `Corruption` status is damage RocksDB found in what it read
+/// for the key (a block whose checksum does not match, a table file that does not parse), so it
+/// is [`Error::Corrupt`] naming the key, like an entry that does not decode; any other status
+/// (an I/O error, a busy or shut-down database) is the engine failing, [`Error::Backend`].
+fn read_err(key: &[u8], e: rocksdb::Error) -> Error {
+    if e.kind() == ErrorKind::Corruption {
+        Error::corrupt(key, format!("RocksDB read: {e}"))
+    } else {
+        rocks_err(e)
     }
 }
 

@@ -54,7 +54,7 @@ impl fmt::Debug for SledEngine {
             .field("path", &self.path())
             .field("watermark", &self.inner.watermark())
             .field("applied_end", &self.inner.applied_end())
-            .field("failed", &self.inner.storage().is_failed())
+            .field("failed", &self.inner.is_failed())
             .finish_non_exhaustive()
     }
 }
@@ -95,7 +95,8 @@ impl SledEngine {
 
     /// sled's own figure for the bytes its files occupy.
     pub fn size_on_disk(&self) -> Result<u64> {
-        self.inner.storage().size_on_disk()
+        self.inner
+            .read_storage("size_on_disk", SledStorage::size_on_disk)
     }
 
     /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
@@ -121,14 +122,16 @@ impl SledEngine {
     /// unreadable index rows only** (cargo feature `testing`).
     #[cfg(feature = "testing")]
     pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        self.inner.storage().insert_index_row(row)
+        self.inner
+            .write_storage("insert_index_row", |s| s.insert_index_row(row))
     }
 
     /// Removes `row` from the `by_offset` index, bypassing the engine; returns whether it was
     /// there. **For tests of data rows missing their index row only** (cargo feature `testing`).
     #[cfg(feature = "testing")]
     pub fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        self.inner.storage().remove_index_row(row)
+        self.inner
+            .write_storage("remove_index_row", |s| s.remove_index_row(row))
     }
 }
 

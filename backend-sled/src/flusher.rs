@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use engine_api::contain::catch_panic;
 use engine_api::{Error, Result};
 
 use crate::errors::BACKEND;
@@ -26,6 +27,10 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     every: Duration,
+    /// Makes the next flush panic and counts the passes, to test that a panic in sled does not
+    /// end the thread.
+    #[cfg(test)]
+    test: tests::Hooks,
 }
 
 #[derive(Debug, Default)]
@@ -52,6 +57,8 @@ impl Flusher {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             every,
+            #[cfg(test)]
+            test: tests::Hooks::default(),
         });
         let thread = thread::Builder::new()
             .name("tidemark-sled-flush".into())
@@ -99,13 +106,37 @@ fn run(shared: &Shared) {
             state.dbs.iter().filter_map(Weak::upgrade).collect()
         };
         for db in live {
-            // A failed background flush loses nothing that was acknowledged as durable (only
-            // unsynced writes wait for it, and those may be lost by contract); the next flush
-            // retries, and a synced write or watermark change reports its own failure.
-            if let Err(e) = db.flush() {
-                tracing::warn!(error = %e, "background flush of a sled bucket failed");
+            let weak = Arc::downgrade(&db);
+            // sled's own code, on a store that may be damaged: a panic must not end the thread
+            // that flushes every bucket of the context. The drop is inside too: when the bucket
+            // closed meanwhile, this is the last handle and sled flushes again as it drops.
+            let flushed = catch_panic(BACKEND, "a background flush", move || {
+                #[cfg(test)]
+                shared.test.panic_if_armed();
+                let flushed = db.flush();
+                drop(db);
+                flushed
+            });
+            match flushed {
+                // A failed background flush loses nothing that was acknowledged as durable
+                // (only unsynced writes wait for it, and those may be lost by contract); the
+                // next flush retries, and a synced write or watermark change reports its own
+                // failure.
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "background flush of a sled bucket failed");
+                }
+                // Not retried: it would panic every period. The bucket's synced writes and
+                // watermark changes flush themselves, contained, and fail the store there.
+                Err(e) => {
+                    tracing::error!(error = %e,
+                        "background flush of a sled bucket panicked; no longer flushed in the background");
+                    shared.state().dbs.retain(|db| !db.ptr_eq(&weak));
+                }
             }
         }
+        #[cfg(test)]
+        shared.test.passed();
     }
 }
 
@@ -113,7 +144,88 @@ fn run(shared: &Shared) {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
     use super::*;
+
+    /// Test hooks of the flusher thread.
+    #[derive(Debug, Default)]
+    pub(super) struct Hooks {
+        panic_next: AtomicBool,
+        passes: Mutex<u64>,
+        passed: Condvar,
+    }
+
+    impl Hooks {
+        pub(super) fn panic_if_armed(&self) {
+            if self.panic_next.swap(false, Ordering::AcqRel) {
+                panic!("injected panic in a background flush");
+            }
+        }
+
+        pub(super) fn passed(&self) {
+            *self.passes.lock().unwrap() += 1;
+            self.passed.notify_all();
+        }
+
+        /// Waits until `n` more passes over the databases have ended after the call; `false`
+        /// when they have not within `limit` (the thread died).
+        fn wait_passes(&self, n: u64, limit: Duration) -> bool {
+            let deadline = Instant::now() + limit;
+            let mut passes = self.passes.lock().unwrap();
+            let target = *passes + n;
+            while *passes < target {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return false;
+                }
+                passes = self.passed.wait_timeout(passes, left).unwrap().0;
+            }
+            true
+        }
+    }
+
+    #[test]
+    fn a_panicking_flush_is_contained_and_the_thread_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let flusher = Flusher::start(Duration::from_millis(1)).unwrap();
+        let damaged = Arc::new(
+            sled::Config::new()
+                .path(dir.path().join("a"))
+                .open()
+                .unwrap(),
+        );
+        flusher.register(&damaged);
+        flusher
+            .shared
+            .test
+            .panic_next
+            .store(true, Ordering::Release);
+        // The pass that panics, then one more: the thread survived it.
+        assert!(
+            flusher.shared.test.wait_passes(2, Duration::from_secs(30)),
+            "the flusher thread died"
+        );
+        assert!(
+            !flusher.shared.test.panic_next.load(Ordering::Acquire),
+            "the panic was injected"
+        );
+        assert!(
+            flusher.shared.state().dbs.is_empty(),
+            "a database whose flush panicked is dropped from the thread's list"
+        );
+        // Other buckets are still flushed.
+        let other = Arc::new(
+            sled::Config::new()
+                .path(dir.path().join("b"))
+                .open()
+                .unwrap(),
+        );
+        flusher.register(&other);
+        assert!(flusher.shared.test.wait_passes(1, Duration::from_secs(30)));
+        assert_eq!(flusher.shared.state().dbs.len(), 1);
+    }
 
     #[test]
     fn a_dropped_database_is_released_and_the_thread_stops_on_drop() {

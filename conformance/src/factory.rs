@@ -95,6 +95,16 @@ pub trait EngineFactory: Send + Sync + 'static {
         )))
     }
 
+    /// Whether damage to the store file `file` (relative to the bucket directory) is always
+    /// caught by the engine's own checksums when an entry in it is read, so that every lookup
+    /// it fails must be [`engine_api::Error::Corrupt`] naming the key (RocksDB's table files).
+    /// The hostile-file cases hold the backend to it; elsewhere a lookup may also fail with the
+    /// engine's own error (`Backend`), for damage to its structures rather than to an entry.
+    fn reads_detect_damage_in(&self, file: &Path) -> bool {
+        let _ = file;
+        false
+    }
+
     /// Removes `row` from the offset index (whether it was there), for cases about data rows
     /// missing their index row. Only called when [`Capabilities::offset_index`] is true.
     fn remove_index_row(&self, engine: &Self::Engine, row: &[u8]) -> Result<bool> {

@@ -65,6 +65,7 @@ macro_rules! for_each_case {
             failed_commit_writes_nothing [Faults] "an apply whose commit fails (a full disk) returns the error and writes nothing, also across a reopen; the retry applies once",
             failed_watermark_write_keeps_w [Faults] "a watermark change whose durable write fails returns the error, W stays (reclaim, reopen); a retry moves it",
             failed_reclaim_midway_keeps_uncovered [Faults] "a reclaim failing midway returns the error, every uncovered entry intact, only covered ones gone; the next reclaim finishes",
+            storage_panic_fails_the_store [Faults] "a storage panicking in a commit, a watermark write, a reclaim or a flush (as on damaged files): the call returns StoreFailed, nothing is poisoned, every later write is StoreFailed while lookups, stats and verify work; a reopen restores a working store with every acknowledged write",
             // input limits
             invalid_input_rejected_nothing_written [] "empty key, key > 64 KiB, value > 64 MiB, offsets backwards, offset u64::MAX: InvalidInput, nothing written",
             lookup_rejects_invalid_keys [] "lookup with an empty or oversized key is InvalidInput",

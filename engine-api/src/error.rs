@@ -48,16 +48,19 @@ pub enum Error {
         /// Which lock.
         what: &'static str,
     },
-    /// A flush that followed a committed write failed, so writes already visible may not be
-    /// durable. Every later write, watermark change, reclaim and flush returns this until the
-    /// store is reopened: a retry would otherwise be acknowledged without being durable. Lookups
-    /// keep working. Reopening restores exactly what is durable; replay the WAL from the applied
-    /// end it reports.
-    #[error("store {} must be reopened: a flush after a committed write failed, so writes it made visible may not be durable", path.display())]
+    /// A write may have been left half done: a flush that followed a committed write failed
+    /// (sled), so writes already visible may not be durable, or the storage engine panicked
+    /// during a call that writes (any disk backend; see [`crate::contain`]). Every later write,
+    /// watermark change, reclaim and flush returns this until the store is reopened: a retry
+    /// would otherwise be acknowledged without being durable, or write over what the panic left.
+    /// Lookups and stats keep working. Reopening restores exactly what is durable; replay the
+    /// WAL from the applied end it reports.
+    #[error("store {} must be reopened: a write failed after it may have changed the store (a failed flush after a committed write, or a panic of the storage engine), so what it made visible may not be durable", path.display())]
     StoreFailed {
         /// The bucket directory of the failed store.
         path: PathBuf,
-        /// The failed flush, on the call that failed; `None` on every later call.
+        /// What failed the store (the failed flush, or the panic as [`Error::Backend`]), on the
+        /// call that failed; `None` on every later call.
         #[source]
         cause: Option<BoxedSource>,
     },

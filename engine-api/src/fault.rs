@@ -1,17 +1,25 @@
 //! Injected storage faults, for tests: with the cargo feature `testing` the disk skeleton consults
 //! a [`Faults`] plan around its storage calls (`DiskEngine::faults`; without the feature no plan
-//! exists and nothing is consulted), so tests can make a commit, a watermark write or a reclaim
-//! fail on any disk backend and check what the engine, the bucket and the scheduler do about it.
+//! exists and nothing is consulted), so tests can make a commit, a watermark write, a flush or a
+//! reclaim fail on any disk backend and check what the engine, the bucket and the scheduler do
+//! about it.
+//!
+//! A fault is an I/O error ([`Faults::fail_next`]) or a panic ([`Faults::panic_next`]). A panic
+//! strikes inside the skeleton's containment of the storage call, right where the storage would
+//! run, as an engine panicking on its damaged files does: the call must return an error, lock
+//! nothing up, and (a panic in a call that writes) fail the store until it is reopened.
 //!
 //! - [`FaultPoint::Commit`]: the commit of an `apply` fails as a full disk would, before the
 //!   storage writes anything; the engine must publish nothing and count nothing.
 //! - [`FaultPoint::Watermark`]: the durable write of a watermark change fails; `W` must not move.
 //! - [`FaultPoint::HighWater`]: the high-water record after a durable watermark change fails to
 //!   be written; the change must still be reported and published (the record is a lower bound).
+//!   Not a storage call: an armed panic there is contained into an error like any other fault.
 //! - [`FaultPoint::Reclaim`]: a reclaim fails **midway**: the storage first really removes the
 //!   entries below half the threshold (the chunks or the compaction that ran before the fault),
 //!   then the call returns the error; every entry at or above that point must be intact, and
 //!   what was removed was covered.
+//! - [`FaultPoint::Flush`]: an explicit `flush` fails before the storage flushes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,50 +37,68 @@ pub enum FaultPoint {
     HighWater,
     /// A reclaim, after part of its work.
     Reclaim,
+    /// An explicit `flush`.
+    Flush,
 }
 
-/// How many of the next calls at each point fail; all zero by default.
+impl FaultPoint {
+    /// Every point, in declaration order (the index of each counter).
+    const ALL: [FaultPoint; 5] = [
+        FaultPoint::Commit,
+        FaultPoint::Watermark,
+        FaultPoint::HighWater,
+        FaultPoint::Reclaim,
+        FaultPoint::Flush,
+    ];
+}
+
+/// How many of the next calls at each point fail, and how many panic; all zero by default.
 #[derive(Debug, Default)]
 pub struct Faults {
-    commit: AtomicU64,
-    watermark: AtomicU64,
-    high_water: AtomicU64,
-    reclaim: AtomicU64,
+    errors: [AtomicU64; FaultPoint::ALL.len()],
+    panics: [AtomicU64; FaultPoint::ALL.len()],
 }
 
 impl Faults {
-    /// Makes the next `n` calls at `point` fail (replacing any count armed before).
+    /// Makes the next `n` calls at `point` fail with an I/O error (replacing any count armed
+    /// before).
     pub fn fail_next(&self, point: FaultPoint, n: u64) {
-        self.counter(point).store(n, Ordering::SeqCst);
+        self.errors[point as usize].store(n, Ordering::SeqCst);
     }
 
-    /// Failures still armed at `point`.
+    /// Makes the next `n` calls at `point` panic, as a storage engine does on damaged files
+    /// (replacing any count armed before). Errors armed at the same point strike first.
+    pub fn panic_next(&self, point: FaultPoint, n: u64) {
+        self.panics[point as usize].store(n, Ordering::SeqCst);
+    }
+
+    /// Faults (errors and panics) still armed at `point`.
     pub fn armed(&self, point: FaultPoint) -> u64 {
-        self.counter(point).load(Ordering::SeqCst)
+        let i = point as usize;
+        self.errors[i].load(Ordering::SeqCst) + self.panics[i].load(Ordering::SeqCst)
     }
 
-    /// Consumes one armed failure at `point`: the injected I/O error, or `Ok` when none is armed.
+    /// Consumes one armed fault at `point`: the injected I/O error, `Ok` when none is armed, or,
+    /// for an armed panic, a panic (callers consult it where the storage call would run, inside
+    /// its containment).
     pub fn check(&self, point: FaultPoint) -> Result<()> {
-        let fired = self
-            .counter(point)
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if fired {
-            Err(Error::Io(std::io::Error::other(format!(
+        let consume = |counter: &AtomicU64| {
+            counter
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        };
+        if consume(&self.errors[point as usize]) {
+            return Err(Error::Io(std::io::Error::other(format!(
                 "injected fault at {point:?}"
-            ))))
-        } else {
-            Ok(())
+            ))));
         }
-    }
-
-    fn counter(&self, point: FaultPoint) -> &AtomicU64 {
-        match point {
-            FaultPoint::Commit => &self.commit,
-            FaultPoint::Watermark => &self.watermark,
-            FaultPoint::HighWater => &self.high_water,
-            FaultPoint::Reclaim => &self.reclaim,
+        if consume(&self.panics[point as usize]) {
+            #[allow(clippy::panic, reason = "the injected fault is a panic")]
+            {
+                panic!("injected panic at {point:?}");
+            }
         }
+        Ok(())
     }
 }
 
@@ -97,5 +123,21 @@ mod tests {
         assert!(faults.check(FaultPoint::Commit).is_err());
         assert!(faults.check(FaultPoint::Commit).is_ok());
         assert_eq!(faults.armed(FaultPoint::Commit), 0);
+    }
+
+    #[test]
+    fn armed_panics_panic_once_each_after_the_errors() {
+        let faults = Faults::default();
+        faults.panic_next(FaultPoint::Flush, 1);
+        faults.fail_next(FaultPoint::Flush, 1);
+        assert_eq!(faults.armed(FaultPoint::Flush), 2);
+        assert!(faults.check(FaultPoint::Flush).is_err());
+        let panicked = std::panic::catch_unwind(|| faults.check(FaultPoint::Flush));
+        let message = panicked
+            .err()
+            .and_then(|p| p.downcast_ref::<String>().cloned());
+        assert_eq!(message.as_deref(), Some("injected panic at Flush"));
+        assert!(faults.check(FaultPoint::Flush).is_ok());
+        assert!(faults.check(FaultPoint::Commit).is_ok());
     }
 }

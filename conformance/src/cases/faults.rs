@@ -1,6 +1,7 @@
 //! Injected storage faults ([`engine_api::fault`]): a commit that fails like a full disk, a
 //! watermark write that fails, a reclaim that fails midway. Nothing acknowledged is lost, nothing
-//! failed is half visible, and a retry succeeds.
+//! failed is half visible, and a retry succeeds. A storage call that panics fails the store
+//! until it is reopened, and poisons nothing.
 
 use engine_api::fault::{FaultPoint, Faults};
 use engine_api::{Engine, Error, LocalLookup, Record};
@@ -136,4 +137,116 @@ pub fn failed_reclaim_midway_keeps_uncovered<F: EngineFactory>(factory: F) {
         left.entries, 0,
         "covered entries left after the finishing reclaim: {left:?}"
     );
+}
+
+/// A storage that panics (as an engine does on its damaged files) during a commit, a watermark
+/// write, a reclaim or a flush: the call returns [`Error::StoreFailed`] whose cause is the
+/// panic, and no lock is poisoned; from then on every write, watermark change, reclaim and
+/// flush is `StoreFailed` while lookups, stats, `reclaimable` and `verify` (which takes the
+/// writer and reclaimer locks) keep working; a reopen brings back a working store holding every
+/// acknowledged write and nothing of the call that panicked (the panic struck before the
+/// storage wrote).
+pub fn storage_panic_fails_the_store<F: EngineFactory>(factory: F) {
+    let mut h = Harness::new(factory);
+    h.engine()
+        .apply(&batch(
+            (0..10).map(|i| Record::put(key(i), payload(i, i), i)),
+        ))
+        .unwrap();
+    h.engine().advance_watermark(2).unwrap();
+    let points = [
+        FaultPoint::Commit,
+        FaultPoint::Watermark,
+        FaultPoint::Reclaim,
+        FaultPoint::Flush,
+    ];
+    // Each round ends by applying one more record, at `end`.
+    for (end, point) in (10u64..).zip(points) {
+        let (watermark, applied_end) = (h.engine().watermark(), h.engine().applied_end());
+        faults(&h).panic_next(point, 1);
+        let e = h.engine();
+        let panicked = match point {
+            FaultPoint::Commit => e
+                .apply(&batch([Record::put(key(end), payload(end, end), end)]))
+                .map(drop),
+            FaultPoint::Watermark => e.advance_watermark(end).map(drop),
+            FaultPoint::Reclaim => e.reclaim().map(drop),
+            _ => e.flush(),
+        };
+        let err = panicked.expect_err("a panicking storage call must fail");
+        assert!(is_store_failed(&err), "{point:?}: {err:?}");
+        let cause = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            cause
+                .as_deref()
+                .is_some_and(|c| c.contains(&format!("injected panic at {point:?}"))),
+            "{point:?}: the error names the panic as its cause: {cause:?}"
+        );
+        check_failed(e, point, end);
+        assert_eq!(
+            (e.watermark(), e.applied_end()),
+            (watermark, applied_end),
+            "{point:?}: the panicked call moved W or the applied end"
+        );
+        if !h.capabilities().reopen {
+            return;
+        }
+        let e = h.reopen();
+        assert_eq!(
+            (e.watermark(), e.applied_end()),
+            (watermark, applied_end),
+            "{point:?}: the reopened store"
+        );
+        for i in watermark..end {
+            assert_lookup(e, &key(i), &value(i, payload(i, i)));
+        }
+        // Working again: the write the panic refused applies, W moves.
+        let outcome = e
+            .apply(&batch([Record::put(key(end), payload(end, end), end)]))
+            .unwrap();
+        assert_eq!(outcome.applied, 1, "{point:?}: after the reopen");
+        assert!(e.advance_watermark(watermark + 1).unwrap().moved);
+        e.flush().unwrap();
+    }
+}
+
+fn is_store_failed(e: &Error) -> bool {
+    matches!(e, Error::StoreFailed { .. })
+}
+
+/// A failed store: every write is refused with `StoreFailed` (never `Poisoned`), every read
+/// works and sees the acknowledged writes below `end`.
+fn check_failed<E: Engine + ?Sized>(e: &E, point: FaultPoint, end: u64) {
+    let refused = [
+        (
+            "apply",
+            e.apply(&batch([Record::put(key(end), payload(end, end), end)]))
+                .map(drop),
+        ),
+        ("advance_watermark", e.advance_watermark(end).map(drop)),
+        (
+            "adopt_lake_watermark",
+            e.adopt_lake_watermark(end).map(drop),
+        ),
+        ("reclaim", e.reclaim().map(drop)),
+        ("reclaim_below", e.reclaim_below(end).map(drop)),
+        ("flush", e.flush()),
+    ];
+    for (call, result) in refused {
+        match result {
+            Err(err) if is_store_failed(&err) => {}
+            other => panic!("{point:?}: {call} on a failed store: {other:?}"),
+        }
+    }
+    let watermark = e.watermark();
+    for i in watermark..end {
+        assert_lookup(e, &key(i), &value(i, payload(i, i)));
+    }
+    if let Some(found) = e.lookup_inline(&key(end - 1)).unwrap() {
+        assert_eq!(found, e.lookup(&key(end - 1)).unwrap(), "{point:?}");
+    }
+    e.stats().unwrap();
+    e.reclaimable().unwrap();
+    let report = e.verify().unwrap();
+    assert!(report.is_clean(), "{point:?}: {report:?}");
 }

@@ -1,8 +1,10 @@
 //! Hostile files: every file of a written store is deleted, truncated, zeroed or overwritten in
-//! turn, and the damaged copy is opened (in the default `CreateIfMissing` mode) and read in
-//! full in a child process. The open must be a clear error, or the store must read back a state
-//! no older than its high-water record with every entry either exactly right or reported as
-//! damaged; never a panic, an abort, a silently older state or a wrong value.
+//! turn, and the damaged copy is opened (in the default `CreateIfMissing` mode), read in full and
+//! then written to in a child process. The open must be a clear error, or the store must read
+//! back a state no older than its high-water record with every entry either exactly right or
+//! reported as damaged (as `Corrupt` where the backend's checksums cover the damaged file), and
+//! each write must succeed or be a clear refusal; never a panic, an abort, a poisoned lock, a
+//! silently older state or a wrong value.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -64,16 +66,20 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
             Workload::new(seed).run(&engine);
         }
         Ending::Crash => {
-            let populated = expect_success(child::run("populate-crash", &template, seed));
+            let populated = expect_success(child::run("populate-crash", &template, seed, None));
             assert_eq!(populated, "populated");
         }
     }
 
     let mut rng = SplitMix64::new(seed);
     let mut tally: BTreeMap<String, u64> = BTreeMap::new();
-    let undamaged = open_in_child(&scratch.path().join("undamaged"), &template, seed, |_| {
-        Ok(())
-    });
+    let undamaged = open_in_child(
+        &scratch.path().join("undamaged"),
+        &template,
+        seed,
+        None,
+        |_| Ok(()),
+    );
     assert!(
         undamaged.starts_with("opened"),
         "{}: the undamaged store must open: {undamaged}",
@@ -87,7 +93,7 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
             }
             runs += 1;
             let copy = scratch.path().join(format!("case-{runs}"));
-            let outcome = open_in_child(&copy, &template, seed, |dir| {
+            let outcome = open_in_child(&copy, &template, seed, Some(&rel), |dir| {
                 damage.apply(&dir.join(&rel), &mut rng)
             });
             let kind = outcome.split(':').next().unwrap_or("").to_owned();
@@ -108,17 +114,18 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
     assert!(runs >= 6, "{}: the store has no files to damage", F::NAME);
 }
 
-/// Copies `template` to `copy`, damages it with `damage` and opens it in a child; returns the
-/// child's outcome (failing the case when the child failed or reported nothing).
+/// Copies `template` to `copy`, damages its `file` with `damage` and opens it in a child;
+/// returns the child's outcome (failing the case when the child failed or reported nothing).
 fn open_in_child(
     copy: &Path,
     template: &Path,
     seed: u64,
+    file: Option<&Path>,
     damage: impl FnOnce(&Path) -> std::io::Result<()>,
 ) -> String {
     hostile::damage::copy_tree(template, copy);
     damage(copy).unwrap();
-    expect_success(child::run("open", copy, seed))
+    expect_success(child::run("open", copy, seed, file))
 }
 
 #[track_caller]
@@ -140,20 +147,28 @@ fn serve<F: EngineFactory>(factory: &F, step: &child::ChildStep, ending: Ending)
             // No destructor runs: the store is left as a killed writer leaves it.
             std::process::exit(0);
         }
-        "open" => child::report(&open_and_read(factory, &step.dir, &workload, ending)),
+        "open" => {
+            let outcome = open_and_read(factory, step, &workload, ending);
+            child::report(&outcome);
+        }
         other => panic!("unknown hostile step {other:?}"),
     }
 }
 
-/// Opens the damaged store and reads every key of the workload and every row (`verify`),
-/// asserting what the case promises; returns a one-line outcome.
+/// Opens the damaged store, reads every key of the workload and every row (`verify`), then
+/// writes to it, asserting what the case promises; returns a one-line outcome.
 fn open_and_read<F: EngineFactory>(
     factory: &F,
-    dir: &Path,
+    step: &child::ChildStep,
     workload: &Workload,
     ending: Ending,
 ) -> String {
-    let engine = match factory.open(dir, EngineOptions::default()) {
+    // Damage the engine's checksums cover must be reported as such, naming the key.
+    let corrupt_only = step
+        .file
+        .as_deref()
+        .is_some_and(|file| factory.reads_detect_damage_in(file));
+    let engine = match factory.open(&step.dir, EngineOptions::default()) {
         Ok(engine) => engine,
         Err(e) => {
             let kind = refusal_kind(&e).unwrap_or_else(|| {
@@ -180,7 +195,8 @@ fn open_and_read<F: EngineFactory>(
          written {written:?}",
         F::NAME
     );
-    let mut reported = 0;
+    // Lookups reported as damaged, by error kind.
+    let mut reported: BTreeMap<&str, u64> = BTreeMap::new();
     for (key, expected) in workload.state_at(applied_end) {
         match engine.lookup(&key) {
             Ok(got) => assert!(
@@ -191,8 +207,20 @@ fn open_and_read<F: EngineFactory>(
                 brief(Some(&got)),
                 brief(expected.as_ref())
             ),
-            Err(e) if refusal_kind(&e).is_some() => reported += 1,
-            Err(e) => panic!("{}: lookup of {key:?} failed unexpectedly: {e:?}", F::NAME),
+            Err(Error::Corrupt { key: named, .. }) if named == key => {
+                *reported.entry("Corrupt").or_default() += 1;
+            }
+            Err(e) if corrupt_only => panic!(
+                "{}: lookup of {} in a store whose damaged file its checksums cover ({:?}) \
+                 failed with an error other than Corrupt naming the key: {e:?}",
+                F::NAME,
+                String::from_utf8_lossy(&key),
+                step.file
+            ),
+            Err(e) => match refusal_kind(&e) {
+                Some(kind) => *reported.entry(kind).or_default() += 1,
+                None => panic!("{}: lookup of {key:?} failed unexpectedly: {e:?}", F::NAME),
+            },
         }
     }
     let verified = match engine.verify() {
@@ -200,10 +228,61 @@ fn open_and_read<F: EngineFactory>(
         Err(e) if refusal_kind(&e).is_some() => format!("verify refused: {e}"),
         Err(e) => panic!("{}: verify failed unexpectedly: {e:?}", F::NAME),
     };
+    let wrote = write_after_damage::<F>(&engine, applied_end);
     format!(
-        "opened: W {watermark}, applied end {applied_end}, {reported} entries reported damaged, \
-         {verified}"
+        "opened: W {watermark}, applied end {applied_end}, entries reported damaged {reported:?}, \
+         {verified}, then {wrote}"
     )
+}
+
+/// Writes to the damaged store that opened, as a host goes on after its reads: a put (read
+/// back), a watermark advance past it, a reclaim, another put and a flush. Each is `Ok` or a
+/// clear refusal (a damaged store may fail, and then refuse every later write with
+/// `StoreFailed`); never a panic (this child would die), never a poisoned lock. Returns what
+/// each did.
+fn write_after_damage<F: EngineFactory>(engine: &F::Engine, applied_end: u64) -> String {
+    let key = b"after-damage";
+    let bytes = b"written after the damage".to_vec();
+    let mut done = Vec::new();
+    let mut note = |call: &str, result: engine_api::Result<()>| match result {
+        Ok(()) => done.push(format!("{call} ok")),
+        Err(e) => {
+            let kind = refusal_kind(&e).unwrap_or_else(|| {
+                panic!(
+                    "{}: {call} after the damage failed unexpectedly: {e:?}",
+                    F::NAME
+                )
+            });
+            done.push(format!("{call} {kind}"));
+        }
+    };
+    let put = engine.put(key, &bytes, applied_end).map(drop);
+    let put_ok = put.is_ok();
+    note("put", put);
+    if put_ok {
+        match engine.lookup(key) {
+            Ok(got) => assert_eq!(
+                got,
+                LocalLookup::Value {
+                    offset: applied_end,
+                    bytes
+                },
+                "{}: the write after the damage read back wrong",
+                F::NAME
+            ),
+            Err(e) => note("read back", Err(e)),
+        }
+    }
+    note(
+        "advance",
+        engine.advance_watermark(applied_end + 1).map(drop),
+    );
+    note("reclaim", engine.reclaim().map(drop));
+    // After a reclaim that may have failed the store.
+    let again = engine.put(b"after-damage-2", &[7], applied_end + 1);
+    note("put", again.map(drop));
+    note("flush", engine.flush());
+    done.join(", ")
 }
 
 /// A lookup result without its bytes (values are kilobytes), for failure messages.
@@ -231,6 +310,8 @@ fn refusal_kind(e: &Error) -> Option<&'static str> {
         Error::WrongBackend { .. } => "WrongBackend",
         Error::UnsupportedFormat { .. } => "UnsupportedFormat",
         Error::NoStore { .. } => "NoStore",
+        // A write the damaged store could not finish (or a panic during one) fails it.
+        Error::StoreFailed { .. } => "StoreFailed",
         _ => return None,
     };
     (!e.to_string().is_empty()).then_some(kind)

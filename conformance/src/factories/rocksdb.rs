@@ -49,6 +49,11 @@ impl EngineFactory for RocksDbFactory {
     fn faults<'a>(&self, engine: &'a RocksDbEngine) -> Option<&'a engine_api::fault::Faults> {
         Some(engine.faults())
     }
+
+    /// Table files: every block RocksDB reads from one is checked against its checksum.
+    fn reads_detect_damage_in(&self, file: &Path) -> bool {
+        file.extension().is_some_and(|ext| ext == "sst")
+    }
 }
 
 impl crate::scale::ScaleFactory for RocksDbFactory {

@@ -11,6 +11,8 @@ pub const STEP_VAR: &str = "TIDEMARK_HOSTILE_STEP";
 pub const DIR_VAR: &str = "TIDEMARK_HOSTILE_DIR";
 /// The workload seed.
 pub const SEED_VAR: &str = "TIDEMARK_HOSTILE_SEED";
+/// The damaged file, relative to the store directory (absent when nothing was damaged).
+pub const FILE_VAR: &str = "TIDEMARK_HOSTILE_FILE";
 /// The line prefix a child reports its outcome with.
 pub const OUTCOME_PREFIX: &str = "HOSTILE-OUTCOME ";
 
@@ -23,6 +25,8 @@ pub struct ChildStep {
     pub dir: PathBuf,
     /// The workload seed.
     pub seed: u64,
+    /// The damaged file, relative to `dir`, when one was damaged.
+    pub file: Option<PathBuf>,
 }
 
 /// The step this process runs when it is a child, `None` in the parent.
@@ -30,7 +34,13 @@ pub fn current_step() -> Option<ChildStep> {
     let step = std::env::var(STEP_VAR).ok()?;
     let dir = PathBuf::from(std::env::var_os(DIR_VAR)?);
     let seed = std::env::var(SEED_VAR).ok()?.parse().ok()?;
-    Some(ChildStep { step, dir, seed })
+    let file = std::env::var_os(FILE_VAR).map(PathBuf::from);
+    Some(ChildStep {
+        step,
+        dir,
+        seed,
+        file,
+    })
 }
 
 /// Reports the child's outcome to the parent (on stdout, which the parent reads).
@@ -49,18 +59,22 @@ pub struct ChildRun {
     pub transcript: String,
 }
 
-/// Runs `step` on `dir` in a child: this test binary, running only the current test.
-pub fn run(step: &str, dir: &Path, seed: u64) -> ChildRun {
+/// Runs `step` on `dir` in a child: this test binary, running only the current test; `file`
+/// names the file of `dir` that was damaged, if any.
+pub fn run(step: &str, dir: &Path, seed: u64, file: Option<&Path>) -> ChildRun {
     let test = std::thread::current()
         .name()
         .map(str::to_owned)
         .expect("libtest runs each test on a thread named after it");
-    let output = crate::child::command(&test)
+    let mut command = crate::child::command(&test);
+    command
         .env(STEP_VAR, step)
         .env(DIR_VAR, dir)
-        .env(SEED_VAR, seed.to_string())
-        .output()
-        .expect("start the child test process");
+        .env(SEED_VAR, seed.to_string());
+    if let Some(file) = file {
+        command.env(FILE_VAR, file);
+    }
+    let output = command.output().expect("start the child test process");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let outcome = stdout
         .lines()

@@ -4,8 +4,10 @@
 //! What lives here once: the writer lock (apply and watermark changes see one `W` and applied
 //! end from plan to publish), the reclaimer lock (one reclaim at a time, so reports are not split
 //! between two sweeps of the same rows), the [`ProgressCell`] that publishes `W` only once it is
-//! durable, restoring and checking the metadata at open, the counters, and report and statistics
-//! assembly. A backend supplies only how to store (see [`Storage`]).
+//! durable, restoring and checking the metadata at open, the counters, report and statistics
+//! assembly, and the containment of every storage call (a panic of the storage engine is an
+//! error, never an unwind through a lock; one in a call that writes fails the store). A backend
+//! supplies only how to store (see [`Storage`]).
 
 pub mod high_water;
 pub mod meta;
@@ -13,13 +15,13 @@ mod storage;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::batch::{WriteBatch, validate_key};
 use crate::codec;
-use crate::contain::contained;
+use crate::contain::{catch_panic, contained};
 use crate::covered::{self, CoveredRuns};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -77,6 +79,15 @@ impl StorageInit<'_> {
 ///
 /// Backends wrap it in their own engine type (which adds backend diagnostics) and forward the
 /// trait with [`forward_engine!`](crate::forward_engine).
+///
+/// Every call into the storage runs contained ([`crate::contain`]), inside the locks it needs,
+/// so a panic of the storage engine never unwinds through a lock guard (nothing is poisoned)
+/// and never reaches the caller: a read that panics is [`Error::Backend`]; a call that may
+/// write and panics may have left its write half done, so the engine *fails*: that call and
+/// every later write, watermark change, reclaim and flush return [`Error::StoreFailed`] until
+/// the store is reopened, while lookups and statistics keep working. Backend diagnostics reach
+/// the storage the same way, through [`DiskEngine::read_storage`] and
+/// [`DiskEngine::write_storage`].
 pub struct DiskEngine<S: Storage> {
     storage: S,
     dir: PathBuf,
@@ -101,6 +112,8 @@ pub struct DiskEngine<S: Storage> {
     /// lookup that reads the bound after the value never sees a tag above it unless the entry
     /// is damaged (the applied end itself is published only after the commit).
     tag_bound: AtomicU64,
+    /// Set when the storage panicked during a call that may write: see [`Error::StoreFailed`].
+    failed: AtomicBool,
     counters: EngineCounters,
     /// Injected storage faults (tests only).
     #[cfg(any(test, feature = "testing"))]
@@ -206,6 +219,7 @@ impl<S: Storage> DiskEngine<S> {
             covered: Mutex::new(covered),
             high_water: Mutex::new(recorded.unwrap_or_default().max(&reached)),
             tag_bound: AtomicU64::new(restored.applied_end),
+            failed: AtomicBool::new(false),
             counters: EngineCounters::default(),
             #[cfg(any(test, feature = "testing"))]
             faults: crate::fault::Faults::default(),
@@ -249,7 +263,9 @@ impl<S: Storage> DiskEngine<S> {
         }
     }
 
-    /// The backend's storage (for backend diagnostics).
+    /// The backend's storage, for what a backend reads of its own (paths, counters, its
+    /// context). A call into the storage engine goes through [`DiskEngine::read_storage`] or
+    /// [`DiskEngine::write_storage`] instead, so that its panic is contained.
     pub fn storage(&self) -> &S {
         &self.storage
     }
@@ -264,6 +280,13 @@ impl<S: Storage> DiskEngine<S> {
         &self.options
     }
 
+    /// Whether the store has failed (its storage panicked during a write, or refuses writes
+    /// itself, [`Storage::check_usable`]): every write is [`Error::StoreFailed`] until it is
+    /// reopened.
+    pub fn is_failed(&self) -> bool {
+        self.check_usable().is_err()
+    }
+
     /// Row-level detail of the most recent reclaim of a sweeper storage (`None` before the first
     /// one, and always on storages that do not sweep): index rows visited, stale rows dropped,
     /// chunks committed.
@@ -271,11 +294,65 @@ impl<S: Storage> DiskEngine<S> {
         self.last_sweep.lock().ok().and_then(|g| *g)
     }
 
-    /// Runs `f` on the storage under the reclaimer lock, so it never interleaves with a reclaim
-    /// (a backend's manual compaction, for example).
-    pub fn with_reclaimer<T>(&self, f: impl FnOnce(&S) -> Result<T>) -> Result<T> {
+    /// Runs `f`, a backend's `operation` that writes (a manual compaction, for example), on the
+    /// storage under the reclaimer lock, so it never interleaves with a reclaim; as
+    /// [`DiskEngine::write_storage`].
+    pub fn with_reclaimer<T>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&S) -> Result<T>,
+    ) -> Result<T> {
         let _reclaimer = self.lock_reclaimer()?;
-        f(&self.storage)
+        self.write_storage(operation, f)
+    }
+
+    /// Runs `f`, a backend's `operation` that only reads its storage (a diagnostic), contained:
+    /// a panic of the storage engine is [`Error::Backend`].
+    pub fn read_storage<T>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&S) -> Result<T>,
+    ) -> Result<T> {
+        contained(S::BACKEND, operation, || f(&self.storage))
+    }
+
+    /// Runs `f`, a backend's `operation` that may write to its storage, as the skeleton runs its
+    /// own writes: refused on a read-only or failed store ([`Error::ReadOnly`],
+    /// [`Error::StoreFailed`]), and contained: a panic of the storage engine fails the store.
+    pub fn write_storage<T>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&S) -> Result<T>,
+    ) -> Result<T> {
+        self.check_writable(operation)?;
+        self.contain_write(operation, f)
+    }
+
+    /// A storage call of the skeleton's that may write: contained, and a panic fails the store
+    /// (that call returns [`Error::StoreFailed`] with the panic as its cause). The caller has
+    /// checked [`DiskEngine::check_writable`] and holds whatever lock the call needs: the panic
+    /// is caught before the unwind reaches the guard.
+    fn contain_write<T>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&S) -> Result<T>,
+    ) -> Result<T> {
+        match catch_panic(S::BACKEND, operation, || f(&self.storage)) {
+            Ok(result) => result,
+            Err(panic) => Err(self.fail(operation, panic)),
+        }
+    }
+
+    /// Fails the store after its storage panicked during `operation` (a call that may have left
+    /// a write half done): every later write, watermark change, reclaim and flush is refused
+    /// until the store is reopened. Returns the error of the call that failed it.
+    fn fail(&self, operation: &'static str, panic: Error) -> Error {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            tracing::error!(backend = S::BACKEND, dir = %self.dir.display(), operation,
+                error = %panic,
+                "the storage engine panicked during a write; the store must be reopened");
+        }
+        Error::store_failed(&self.dir, Some(Box::new(panic)))
     }
 
     /// Stores `stored` verbatim under `key`, bypassing the codec (see [`Storage::insert_raw`]).
@@ -285,7 +362,7 @@ impl<S: Storage> DiskEngine<S> {
         validate_key(key)?;
         let _writer = self.lock_writer()?;
         self.check_writable("insert_raw")?;
-        self.storage.insert_raw(key, stored)
+        self.contain_write("insert_raw", |s| s.insert_raw(key, stored))
     }
 
     /// The injected fault armed at `point`, if any (tests only; always `Ok` otherwise).
@@ -310,8 +387,10 @@ impl<S: Storage> DiskEngine<S> {
     /// Makes `watermark` durable in the storage (with every earlier commit). Called under the
     /// writer lock, so the applied end cannot move meanwhile.
     fn persist_watermark(&self, watermark: u64) -> Result<()> {
-        self.inject(crate::fault::FaultPoint::Watermark)?;
-        self.storage.persist_meta(MetaKey::Watermark, watermark)
+        self.contain_write("the watermark write", |s| {
+            self.inject(crate::fault::FaultPoint::Watermark)?;
+            s.persist_meta(MetaKey::Watermark, watermark)
+        })
     }
 
     /// A watermark change, `change` run under the writer lock (announced to a sweep in progress,
@@ -327,7 +406,9 @@ impl<S: Storage> DiskEngine<S> {
     ) -> Result<WatermarkUpdate> {
         self.check_writable(operation)?;
         if plan(self.progress.watermark(), self.progress.applied_end()).moved
-            && let Err(e) = self.storage.prepare_durable()
+            && let Err(e) = self.contain_write("writing back before a watermark change", |s| {
+                s.prepare_durable()
+            })
         {
             tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
                 "writing back before a watermark change failed; the durable write will retry");
@@ -346,14 +427,16 @@ impl<S: Storage> DiskEngine<S> {
             // backwards). The record is only a lower bound checked at open: a failed write keeps
             // the previous one, and the next watermark change, flush or close writes it again. A
             // concurrent change that recorded a higher state first makes this one a no-op.
-            let recorded = self
-                .inject(crate::fault::FaultPoint::HighWater)
-                .and_then(|()| {
-                    self.record_high_water(HighWater {
-                        watermark: update.current,
-                        applied_end,
-                    })
-                });
+            // Not a storage call: an injected panic here is only an error.
+            let recorded = contained(S::BACKEND, "the high-water record", || {
+                self.inject(crate::fault::FaultPoint::HighWater)
+            })
+            .and_then(|()| {
+                self.record_high_water(HighWater {
+                    watermark: update.current,
+                    applied_end,
+                })
+            });
             if let Err(e) = recorded {
                 tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
                     "could not write the high-water record after a watermark change; kept the previous one");
@@ -362,8 +445,8 @@ impl<S: Storage> DiskEngine<S> {
         Ok(update)
     }
 
-    /// Refuses `operation` on a store opened read-only, or one whose storage can no longer
-    /// promise durability ([`Storage::check_usable`]).
+    /// Refuses `operation` on a store opened read-only, one whose storage panicked during a
+    /// write, or one whose storage can no longer promise durability ([`Storage::check_usable`]).
     fn check_writable(&self, operation: &'static str) -> Result<()> {
         if !self.options.open_mode.writes() {
             return Err(Error::ReadOnly {
@@ -371,7 +454,17 @@ impl<S: Storage> DiskEngine<S> {
                 operation,
             });
         }
-        self.storage.check_usable()
+        self.check_usable()
+    }
+
+    /// Refuses with [`Error::StoreFailed`] once the store has failed, here or in its storage.
+    fn check_usable(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::store_failed(&self.dir, None));
+        }
+        contained(S::BACKEND, "a usability check", || {
+            self.storage.check_usable()
+        })
     }
 
     fn lock_writer(&self) -> Result<MutexGuard<'_, ()>> {
@@ -409,18 +502,22 @@ impl<S: Storage> DiskEngine<S> {
                 purge,
                 turns: &self.turns,
             };
-            contained(S::BACKEND, "reclaim", || self.storage.reclaim(partial))?;
-            self.faults.check(crate::fault::FaultPoint::Reclaim)?;
+            self.contain_write("reclaim", |s| {
+                s.reclaim(partial)?;
+                self.faults.check(crate::fault::FaultPoint::Reclaim)
+            })?;
         }
-        let work = contained(S::BACKEND, "reclaim", || {
-            self.storage.reclaim(ReclaimRequest {
+        let work = self.contain_write("reclaim", |s| {
+            s.reclaim(ReclaimRequest {
                 threshold,
                 purge,
                 turns: &self.turns,
             })
         })?;
         let rows = self.lock_covered()?.reclaimed(threshold);
-        if let Err(e) = self.storage.write_meta_rows(&rows) {
+        if let Err(e) =
+            self.contain_write("trimming the covered runs", |s| s.write_meta_rows(&rows))
+        {
             // The reclaim itself succeeded; stale rows only make the estimate high after a
             // reopen, until the next reclaim trims them again.
             tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
@@ -461,14 +558,14 @@ impl<S: Storage> Drop for DiskEngine<S> {
     /// clean close does not depend on its log), then the high-water record. Failures are logged:
     /// the store then reopens from what was durable, which the record still bounds.
     fn drop(&mut self) {
-        if !self.options.open_mode.writes() || self.storage.check_usable().is_err() {
+        if !self.options.open_mode.writes() || self.check_usable().is_err() {
             return;
         }
         let reached = self.reached();
-        if let Err(e) = contained(S::BACKEND, "close", || {
-            self.storage.close()?;
-            self.record_high_water(reached)
-        }) {
+        if let Err(e) = self
+            .contain_write("close", |s| s.close())
+            .and_then(|()| self.record_high_water(reached))
+        {
             tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
                 "closing the store: flush or high-water record failed");
         }
@@ -496,15 +593,16 @@ impl<S: Storage> Engine for DiskEngine<S> {
             let rows = self.lock_covered()?.record_writes(&plan.writes);
             self.tag_bound
                 .fetch_max(plan.outcome.applied_end, Ordering::SeqCst);
-            // A full disk: the commit fails before anything is written.
-            self.inject(crate::fault::FaultPoint::Commit)?;
-            self.storage
-                .commit(&plan.writes, plan.outcome.applied_end, &rows, sync)?;
+            self.contain_write("commit", |s| {
+                // A full disk: the commit fails before anything is written.
+                self.inject(crate::fault::FaultPoint::Commit)?;
+                s.commit(&plan.writes, plan.outcome.applied_end, &rows, sync)
+            })?;
             // Committed and visible: publish before `after_commit`, so memory matches storage
             // even when making it durable fails (which then fails the storage).
             self.progress.publish_applied_end(plan.outcome.applied_end);
             self.counters.record_apply(&plan.outcome);
-            self.storage.after_commit(sync)?;
+            self.contain_write("the flush after a commit", |s| s.after_commit(sync))?;
         } else {
             // Every record was covered or already applied: nothing to write.
             self.counters.record_apply(&plan.outcome);
@@ -588,7 +686,10 @@ impl<S: Storage> Engine for DiskEngine<S> {
         self.check_writable("flush")?;
         // Read before the flush: what it makes durable.
         let reached = self.reached();
-        self.storage.flush()?;
+        self.contain_write("flush", |s| {
+            self.inject(crate::fault::FaultPoint::Flush)?;
+            s.flush()
+        })?;
         self.record_high_water(reached)
     }
 

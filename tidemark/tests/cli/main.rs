@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod compare;
+mod engine_panic;
 mod no_store;
 mod reclaim;
 mod stats;

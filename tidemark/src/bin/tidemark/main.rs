@@ -87,13 +87,33 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // A storage engine that panics on a damaged store has each panic turned into an error, which
+    // this tool prints; the panic hook's own report of every one (a message and a backtrace note
+    // per lookup) would bury it. Reported once below instead.
+    tidemark::contain::quiet_contained_panics();
     let cli = Cli::parse();
-    match run(cli.command) {
+    let code = match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("tidemark: {e}");
             ExitCode::from(FAILED)
         }
+    };
+    report_contained_panics();
+    code
+}
+
+/// Logs, once, that the storage engine panicked (each panic already came back as an error), with
+/// how many times and the first panic's message and location.
+fn report_contained_panics() {
+    let panics = tidemark::contain::contained_panics();
+    if let Some(first) = panics.first {
+        tracing::warn!(
+            count = panics.count,
+            first = %first,
+            "the storage engine panicked, most likely on damaged files; each panic was returned as \
+             an error"
+        );
     }
 }
 
