@@ -5,7 +5,8 @@
 //! plan and apply every row inside **one** transaction over `data`, `by_offset` and `meta`. The
 //! data row is re-read inside the transaction, so an overwrite that committed between the two
 //! steps is seen and the newer value is never removed: its tag no longer equals the index row's
-//! offset. The same transaction lowers the persisted live-entry count by the rows it removed.
+//! offset. The same transaction lowers the persisted live-entry count by the rows it removed and
+//! takes them out of the live-row digest ([`crate::digest`]).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
 use crate::errors::{sled_error, tx_error};
-use crate::meta;
+use crate::{digest, meta};
 
 /// A callback run after every committed sweep chunk (installed with the test hook
 /// `SledEngine::on_chunk_committed`, cargo feature `testing`).
@@ -72,21 +73,25 @@ impl SweepChunk for Chunker<'_> {
                     }
                     // Built afresh on every attempt: sled may re-run the closure.
                     let mut totals = SweepTotals::default();
-                    let mut removed = 0u64;
+                    let (mut removed, mut delta) = (0u64, digest::Delta::default());
                     for row in &rows {
                         // The shared rule, unreadable index rows included (kept and counted).
                         let plan = plan_row(row, |key| data.get(key))?;
                         if let Some(key) = plan.remove_data
-                            && data.remove(key)?.is_some()
+                            && let Some(gone) = data.remove(key)?
                         {
                             removed += 1;
+                            delta.remove(key, &gone);
                         }
                         if plan.remove_index {
                             index.remove(row.clone())?;
                         }
                         totals.count(plan.action);
                     }
-                    meta::adjust_live(meta, 0, removed)?;
+                    if removed > 0 {
+                        meta::adjust_live(meta, 0, removed)?;
+                        digest::apply(meta, delta)?;
+                    }
                     Ok((totals, removed))
                 },
             )

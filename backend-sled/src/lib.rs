@@ -18,6 +18,7 @@
 
 mod chunk;
 mod context;
+mod digest;
 mod engine;
 mod errors;
 mod flusher;

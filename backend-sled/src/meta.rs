@@ -1,4 +1,5 @@
-//! What sled keeps in its `meta` tree beyond the shared metadata: the live-entry count.
+//! What sled keeps in its `meta` tree beyond the shared metadata: the live-entry count (and the
+//! live-row digest, [`crate::digest`]).
 //!
 //! The format version, watermark and applied end are stored under
 //! [`MetaKey::bytes`](engine_api::disk::MetaKey::bytes) in the shared encoding
@@ -17,7 +18,7 @@ use crate::errors::sled_error;
 pub(crate) const LIVE_ENTRIES: &[u8] = b"live_entries";
 
 /// The persisted live-entry count, `None` when the store has none yet (older stores) or a
-/// damaged one: the count is derived data, so the caller recounts `data` once.
+/// damaged one: the count is derived data, so the caller takes it from the rows it read at open.
 pub(crate) fn restore_live(meta: &sled::Tree, path: &Path) -> Result<Option<u64>> {
     Ok(match meta.get(LIVE_ENTRIES).map_err(sled_error)? {
         Some(bytes) => match decode_live(&bytes) {
@@ -31,17 +32,11 @@ pub(crate) fn restore_live(meta: &sled::Tree, path: &Path) -> Result<Option<u64>
     })
 }
 
-/// Counts the rows of `data` (O(table): only when the store has no count).
-pub(crate) fn count_rows(data: &sled::Tree) -> Result<u64> {
-    engine_api::sweeper::count_rows(data.iter().keys(), sled_error)
-}
-
-/// Counts the rows of `data` and persists the count (not flushed; the caller flushes).
-pub(crate) fn count_live_entries(data: &sled::Tree, meta: &sled::Tree) -> Result<u64> {
-    let count = count_rows(data)?;
+/// Persists `count`, the rows of `data` counted at open (not flushed; the caller flushes).
+pub(crate) fn persist_live(meta: &sled::Tree, count: u64) -> Result<()> {
     meta.insert(LIVE_ENTRIES, &encode_u64(count)[..])
-        .map_err(sled_error)?;
-    Ok(count)
+        .map(drop)
+        .map_err(sled_error)
 }
 
 /// Inside a transaction: adds `added` and subtracts `removed` from the persisted live count.

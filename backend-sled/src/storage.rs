@@ -23,6 +23,8 @@ use sled::transaction::{ConflictableTransactionResult, Transactional};
 
 use crate::chunk::{ChunkHook, Chunker};
 use crate::context::SledContext;
+use crate::digest;
+use crate::engine::SLED_DB_FILE;
 use crate::errors::{BACKEND, sled_error, store_failed, tx_error};
 use crate::meta;
 use crate::registry::{self, OpenStore};
@@ -78,9 +80,12 @@ impl SledStorage {
     /// bucket holds `lease`, its share of `context`'s budget, and is flushed by its flusher
     /// thread.
     ///
-    /// A store without a (readable) count is counted once here and, when `writes`, the count
-    /// persisted. That is a write, so the metadata the skeleton checks next is checked first: a
-    /// store the skeleton will refuse (a newer format, damaged metadata) is never written to.
+    /// Every row of `data` is read and hashed: rows that do not add up to the live-row digest
+    /// recorded with them (sled restored some of them older, or lost them) are
+    /// [`Error::Damaged`], in every mode. A store without a (readable) count or a current digest
+    /// gets them from that scan and, when `writes`, persisted. That is a write, so the metadata
+    /// the skeleton checks next is checked first: a store the skeleton will refuse (a newer
+    /// format, damaged metadata) is never written to.
     pub(crate) fn open(
         context: &SledContext,
         lease: BucketLease,
@@ -112,21 +117,28 @@ impl SledStorage {
             _context: context.clone(),
             _open_store: open_store,
         };
-        let live = match meta::restore_live(&storage.meta, dir)? {
-            Some(count) => count,
-            None if !writes => {
-                storage.check_meta()?;
-                meta::count_rows(&storage.data)?
+        storage.check_meta()?;
+        let restored_live = meta::restore_live(&storage.meta, dir)?;
+        let restored_digest = digest::restore(&storage.meta)?;
+        // Every row, hashed: what sled actually restored (see `digest` for why sled needs it).
+        let rows = digest::scan(&storage.data)?;
+        if let digest::Restored::Current(recorded) = restored_digest
+            && recorded != rows.digest
+        {
+            return Err(digest_mismatch(dir, db_dir, recorded, rows));
+        }
+        let missing = restored_live.is_none() || restored_digest == digest::Restored::Missing;
+        if writes && missing {
+            // Nothing else can write yet: the registry refuses a second open in this process.
+            if restored_live.is_none() {
+                meta::persist_live(&storage.meta, rows.rows)?;
             }
-            None => {
-                storage.check_meta()?;
-                // Nothing else can write yet: the registry refuses a second open in this process.
-                let count = meta::count_live_entries(&storage.data, &storage.meta)?;
-                storage.db.flush().map_err(sled_error)?;
-                count
-            }
-        };
-        *storage.live_entries.get_mut() = live;
+            digest::persist(&storage.meta, rows)?;
+            storage.db.flush().map_err(sled_error)?;
+        }
+        // A read-only open of a store without a current digest has nothing to compare the rows
+        // with: it checks nothing and writes nothing (its count is kept in memory only).
+        *storage.live_entries.get_mut() = restored_live.unwrap_or(rows.rows);
         context.register(&storage.db);
         Ok(storage)
     }
@@ -157,6 +169,12 @@ impl SledStorage {
     /// sled's own figure for the bytes its files occupy.
     pub(crate) fn size_on_disk(&self) -> Result<u64> {
         self.db.size_on_disk().map_err(sled_error)
+    }
+
+    /// The `data` tree, for tests that change rows behind the engine's back.
+    #[cfg(test)]
+    pub(crate) fn data(&self) -> &sled::Tree {
+        &self.data
     }
 
     /// Whether a flush after a committed write has failed.
@@ -208,6 +226,22 @@ impl SledStorage {
             )));
         }
         self.db.flush().map(drop)
+    }
+}
+
+/// The refusal of a store whose rows do not add up to the digest its commits recorded.
+fn digest_mismatch(dir: &Path, db_dir: &Path, recorded: u64, rows: digest::Scan) -> Error {
+    Error::Damaged {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "the {} rows sled restored from {} hash to {:016x}, but the live-row digest its \
+             commits recorded is {recorded:016x}: sled's recovery served some rows older than \
+             the metadata (or lost them), which no lookup could tell; restore the bucket from \
+             a copy, or delete it and rebuild it from the lake and the WAL",
+            rows.rows,
+            db_dir.join(SLED_DB_FILE).display(),
+            rows.digest,
+        ),
     }
 }
 
@@ -281,12 +315,15 @@ impl Storage for SledStorage {
             .transaction(
                 |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
                     // `insert` returns the previous value (this transaction's own writes
-                    // included), so a key new to `data` is counted exactly once.
-                    let mut added = 0u64;
+                    // included), so a key new to `data` is counted exactly once, and the row
+                    // it replaces leaves the digest.
+                    let (mut added, mut delta) = (0u64, digest::Delta::default());
                     for (key, stored, index_row) in &rows {
-                        if data.insert(*key, stored.as_slice())?.is_none() {
-                            added += 1;
+                        match data.insert(*key, stored.as_slice())? {
+                            Some(previous) => delta.remove(key, &previous),
+                            None => added += 1,
                         }
+                        delta.add(key, stored);
                         index.insert(index_row.as_slice(), &[][..])?;
                     }
                     meta.insert(MetaKey::AppliedEnd.bytes(), &end[..])?;
@@ -297,6 +334,7 @@ impl Storage for SledStorage {
                         };
                     }
                     meta::adjust_live(meta, added, 0)?;
+                    digest::apply(meta, delta)?;
                     Ok(added)
                 },
             )
@@ -371,15 +409,28 @@ impl Storage for SledStorage {
         self.flush_db().map_err(sled_error)
     }
 
-    /// Walks `data` (each row's index row looked up in `by_offset`), then `by_offset` (each
-    /// row's data row looked up in `data`). sled has no check of its own beyond the log
-    /// checksums it verifies when it opens, so no engine check runs here.
+    /// Walks `data` (each row's index row looked up in `by_offset`, each row hashed into the
+    /// live-row digest), then `by_offset` (each row's data row looked up in `data`), and
+    /// compares the digest with the one the commits recorded (a read-only open of a store
+    /// without a current one has none to compare). sled has no check of its own beyond the log
+    /// checksums it verifies when it opens.
     fn verify(&self, verifier: &mut Verifier) -> Result<()> {
+        let mut scan = digest::Scan::default();
         for row in self.data.iter() {
             let (key, stored) = row.map_err(sled_error)?;
+            scan.row(&key, &stored);
             verifier.indexed_data_row(&key, &stored, |row| {
                 self.by_offset.contains_key(row).map_err(sled_error)
             })?;
+        }
+        if let digest::Restored::Current(recorded) = digest::restore(&self.meta)? {
+            verifier.digest(
+                "live-row digest (every data row)",
+                digest::LIVE_DIGEST,
+                recorded,
+                scan.digest,
+                scan.rows,
+            );
         }
         let rows = self.by_offset.iter().keys().map(|r| r.map_err(sled_error));
         verifier.index_rows(rows, |key| self.data.get(key).map_err(sled_error))
@@ -413,6 +464,13 @@ impl Storage for SledStorage {
                     index.insert(index_key(tag.unwrap_or(0), key), &[][..])?;
                     let added = u64::from(previous.is_none());
                     meta::adjust_live(meta, added, 0)?;
+                    // Injected bytes are rows like any other: the digest keeps them.
+                    let mut delta = digest::Delta::default();
+                    if let Some(previous) = &previous {
+                        delta.remove(key, previous);
+                    }
+                    delta.add(key, stored);
+                    digest::apply(meta, delta)?;
                     Ok(added)
                 },
             )

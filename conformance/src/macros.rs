@@ -94,6 +94,7 @@ macro_rules! for_each_case {
             // hostile files
             hostile_files_after_clean_close [Files] "each file of a cleanly closed store deleted, truncated, zeroed or overwritten: the open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported as Corrupt; never a panic, an abort, an older state or a wrong value",
             hostile_files_after_crash [Files] "the same for a store whose writer died without closing: a clear error, or a state between its high-water record and its last acknowledged write, every entry right for it or reported",
+            hostile_byte_flips [Files] "one byte flipped at each of 200 positions spread over the files of a cleanly closed store whose newest versions lie under later writes (400 keys written twice, then hot keys): each open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported as Corrupt; never an older version of a key or a miss of a live one",
             // concurrency and the model
             concurrent_apply_reclaim_lookup [] "writer, watermark-advancing reclaimer and readers at once: nothing uncovered lost, no older version seen",
             model_based [] "proptest: random apply / advance / adopt / reclaim / reopen / lookup sequences match MemoryEngine step by step",

@@ -97,8 +97,9 @@ pub enum Error {
     },
     /// The store's own files are missing or unusable although the directory says a store lived
     /// there: its high-water record exists but the engine's files are missing, empty or zeroed,
-    /// or the high-water record itself cannot be read. Refused in every open mode (never opened
-    /// as a new, empty store); nothing was created or changed.
+    /// or the high-water record itself cannot be read; or (sled) the rows the engine restored do
+    /// not add up to the digest its commits recorded with them. Refused in every open mode
+    /// (never opened as a new, empty store, never served older); nothing was created or changed.
     #[error("damaged store at {path}: {reason}")]
     Damaged {
         /// The bucket directory.

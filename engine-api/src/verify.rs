@@ -33,17 +33,21 @@ pub enum Damage {
     DataRowWithoutIndexRow,
     /// The storage engine's own check failed (RocksDB: a block checksum mismatch).
     EngineCheckFailed,
+    /// The rows read do not add up to the digest the store's commits recorded with them (sled):
+    /// some rows are older than the metadata, missing or extra, although each one decodes.
+    DigestMismatch,
 }
 
 impl Damage {
     /// Every kind, in report order.
-    pub const ALL: [Damage; 6] = [
+    pub const ALL: [Damage; 7] = [
         Damage::UndecodableValue,
         Damage::TagAtOrAboveAppliedEnd,
         Damage::UnparsableIndexRow,
         Damage::IndexRowWithoutData,
         Damage::DataRowWithoutIndexRow,
         Damage::EngineCheckFailed,
+        Damage::DigestMismatch,
     ];
 
     /// A stable `snake_case` name (the CLI's JSON output uses it).
@@ -55,6 +59,7 @@ impl Damage {
             Damage::IndexRowWithoutData => "index_row_without_data",
             Damage::DataRowWithoutIndexRow => "data_row_without_index_row",
             Damage::EngineCheckFailed => "engine_check_failed",
+            Damage::DigestMismatch => "digest_mismatch",
         }
     }
 
@@ -67,6 +72,7 @@ impl Damage {
             Damage::IndexRowWithoutData => "offset-index rows naming a write the data lacks",
             Damage::DataRowWithoutIndexRow => "data rows missing their offset-index row",
             Damage::EngineCheckFailed => "failures of the storage engine's own checks",
+            Damage::DigestMismatch => "rows that do not add up to the digest recorded with them",
         }
     }
 }
@@ -75,7 +81,8 @@ impl Damage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Example {
     /// The key of the data row; for an index row, the raw index row; for a failed engine check,
-    /// the last data key read before it (empty when it failed before the first).
+    /// the last data key read before it (empty when it failed before the first); for a digest,
+    /// the name of the metadata row holding it.
     pub key: Vec<u8>,
     /// What exactly is wrong.
     pub detail: String,
@@ -275,6 +282,20 @@ impl Verifier {
         );
     }
 
+    /// Records that the digest check `name` ran: the rows read add up to `found` (over `rows`
+    /// rows) where the store's metadata row `row` recorded `recorded`; a difference is
+    /// [`Damage::DigestMismatch`].
+    pub fn digest(&mut self, name: &str, row: &[u8], recorded: u64, found: u64, rows: u64) {
+        self.engine_check(name);
+        if recorded != found {
+            let detail = format!(
+                "{name}: the {rows} rows read hash to {found:016x}, the store recorded \
+                 {recorded:016x}: rows older than the metadata, missing or extra"
+            );
+            self.found(Damage::DigestMismatch, row, detail);
+        }
+    }
+
     /// Records one damaged entry.
     pub fn found(&mut self, damage: Damage, key: &[u8], detail: String) {
         let finding = self.findings.entry(damage).or_insert_with(|| Finding {
@@ -395,6 +416,21 @@ mod tests {
         let f = r.finding(Damage::EngineCheckFailed).unwrap();
         assert_eq!(f.examples[0].key, Vec::<u8>::new());
         assert_eq!(r.index_rows, None);
+    }
+
+    #[test]
+    fn a_digest_that_differs_is_damage_named_after_its_row() {
+        let mut v = Verifier::new("toy", 0, 1);
+        v.digest("live-row digest", b"digest", 7, 7, 2);
+        let r = v.finish();
+        assert!(r.is_clean(), "{r:?}");
+        assert_eq!(r.engine_checks, ["live-row digest"]);
+        let mut v = Verifier::new("toy", 0, 1);
+        v.digest("live-row digest", b"digest", 7, 8, 2);
+        let r = v.finish();
+        let f = r.finding(Damage::DigestMismatch).unwrap();
+        assert_eq!((f.count, f.examples[0].key.as_slice()), (1, &b"digest"[..]));
+        assert!(f.examples[0].detail.contains("the 2 rows read"), "{f:?}");
     }
 
     #[test]

@@ -42,23 +42,14 @@ pub fn hostile_files_after_crash<F: EngineFactory>(factory: F) {
 
 fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
     if let Some(step) = child::current_step() {
-        serve(&factory, &step, ending);
+        serve(&factory, &step, ending, Workload::new);
         return;
     }
-    let seed = hostile::seed();
     let case = match ending {
         Ending::Close => "hostile_files_after_clean_close",
         Ending::Crash => "hostile_files_after_crash",
     };
-    notice(&format!(
-        "SEED {}::{case}: {seed} (rerun with {}={seed})",
-        F::NAME,
-        child::SEED_VAR
-    ));
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("tidemark-hostile-{}-", F::NAME))
-        .tempdir()
-        .unwrap();
+    let (seed, scratch) = begin::<F>(case);
     let template = scratch.path().join("template");
     match ending {
         Ending::Close => {
@@ -114,6 +105,81 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
     assert!(runs >= 6, "{}: the store has no files to damage", F::NAME);
 }
 
+/// How many single-byte flips [`hostile_byte_flips`] makes: a count, not a time (each costs a
+/// copy of the store and a child process, tens of milliseconds).
+const FLIPS: u64 = 200;
+
+/// Flips one byte at each of [`FLIPS`] positions spread evenly over the files of a cleanly
+/// closed store written by [`Workload::layered`] (the files' bytes taken in order, so the
+/// engine's largest file gets most of them); each damaged copy opens (in a child process) to a
+/// clear error or to exactly the state it was closed with, damaged entries reported as such:
+/// never an older version of a key, never a miss of a live one.
+///
+/// The random overwrites of [`hostile_files_after_clean_close`] rarely meet the positions where
+/// an engine's recovery skips damage silently and serves older pages under the newest metadata
+/// (on sled, most of an older log segment); an even sweep over a store whose newest versions sit
+/// under later writes does.
+pub fn hostile_byte_flips<F: EngineFactory>(factory: F) {
+    if let Some(step) = child::current_step() {
+        serve(&factory, &step, Ending::Close, Workload::layered);
+        return;
+    }
+    let (seed, scratch) = begin::<F>("hostile_byte_flips");
+    let template = scratch.path().join("template");
+    {
+        let engine = factory.open(&template, EngineOptions::default()).unwrap();
+        Workload::layered(seed).run(&engine);
+    }
+    let files = hostile::damage::FileBytes::of(&template);
+    let mut rng = SplitMix64::new(seed);
+    let mut tally: BTreeMap<String, u64> = BTreeMap::new();
+    let positions = hostile::damage::spread_positions(files.len(), FLIPS, &mut rng);
+    for (run, at) in positions.iter().enumerate() {
+        let (rel, within) = files.locate(*at);
+        let mask = 1 + rng.below(255) as u8;
+        let copy = scratch.path().join(format!("flip-{run}"));
+        let outcome = open_in_child(&copy, &template, seed, Some(rel), |dir| {
+            hostile::damage::flip_byte(&dir.join(rel), within, mask)
+        });
+        let kind = outcome.split(':').next().unwrap_or("").to_owned();
+        *tally.entry(kind).or_default() += 1;
+        notice(&format!(
+            "HOSTILE {}::hostile_byte_flips {} byte {within} ^ {mask:#04x}: {outcome}",
+            F::NAME,
+            rel.display()
+        ));
+        let _ = std::fs::remove_dir_all(&copy);
+    }
+    notice(&format!(
+        "HOSTILE {}::hostile_byte_flips: {} flips over {} bytes, outcomes {tally:?} (seed {seed})",
+        F::NAME,
+        positions.len(),
+        files.len()
+    ));
+    assert!(
+        positions.len() as u64 == FLIPS.min(files.len()),
+        "{}: flipped {} bytes of {}",
+        F::NAME,
+        positions.len(),
+        files.len()
+    );
+}
+
+/// The start of a hostile case `case` in the parent: its seed (printed) and a scratch directory.
+fn begin<F: EngineFactory>(case: &str) -> (u64, tempfile::TempDir) {
+    let seed = hostile::seed();
+    notice(&format!(
+        "SEED {}::{case}: {seed} (rerun with {}={seed})",
+        F::NAME,
+        child::SEED_VAR
+    ));
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("tidemark-hostile-{}-", F::NAME))
+        .tempdir()
+        .unwrap();
+    (seed, scratch)
+}
+
 /// Copies `template` to `copy`, damages its `file` with `damage` and opens it in a child;
 /// returns the child's outcome (failing the case when the child failed or reported nothing).
 fn open_in_child(
@@ -136,9 +202,15 @@ fn expect_success(run: child::ChildRun) -> String {
     }
 }
 
-/// The child's side: one step on the store at `step.dir`, reported on stdout.
-fn serve<F: EngineFactory>(factory: &F, step: &child::ChildStep, ending: Ending) {
-    let workload = Workload::new(step.seed);
+/// The child's side: one step on the store at `step.dir`, written by the workload `shape`
+/// builds from the seed, reported on stdout.
+fn serve<F: EngineFactory>(
+    factory: &F,
+    step: &child::ChildStep,
+    ending: Ending,
+    shape: fn(u64) -> Workload,
+) {
+    let workload = shape(step.seed);
     match step.step.as_str() {
         "populate-crash" => {
             let engine = factory.open(&step.dir, EngineOptions::default()).unwrap();

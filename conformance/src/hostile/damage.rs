@@ -82,6 +82,78 @@ impl Damage {
     }
 }
 
+/// `count` positions spread evenly over `len` bytes: one drawn from `rng` in each of `count`
+/// equal strides (every position once when `len <= count`), in increasing order.
+pub fn spread_positions(len: u64, count: u64, rng: &mut SplitMix64) -> Vec<u64> {
+    if len <= count {
+        return (0..len).collect();
+    }
+    (0..count)
+        .map(|i| {
+            let (from, to) = (i * len / count, (i + 1) * len / count);
+            from + rng.below(to - from)
+        })
+        .collect()
+}
+
+/// Flips bits of the byte at `at` in the file `path`: it is XORed with `mask` (never 0, so the
+/// byte always changes).
+pub fn flip_byte(path: &Path, at: u64, mask: u8) -> std::io::Result<()> {
+    assert_ne!(mask, 0, "a flip must change the byte");
+    let mut bytes = fs::read(path)?;
+    let byte = usize::try_from(at)
+        .ok()
+        .and_then(|at| bytes.get_mut(at))
+        .ok_or_else(|| std::io::Error::other(format!("{at} is past the end of the file")))?;
+    *byte ^= mask;
+    fs::write(path, bytes)
+}
+
+/// The files of a store as one run of bytes (in [`store_entries`] order), for damage spread
+/// over all of them.
+#[derive(Debug, Clone)]
+pub struct FileBytes {
+    /// Each file, relative to the store, with its length.
+    files: Vec<(PathBuf, u64)>,
+}
+
+impl FileBytes {
+    /// The files under `dir` as they are now.
+    pub fn of(dir: &Path) -> Self {
+        let files = store_entries(dir)
+            .into_iter()
+            .filter(|(_, is_dir)| !is_dir)
+            .map(|(rel, _)| {
+                let len = fs::metadata(dir.join(&rel)).unwrap().len();
+                (rel, len)
+            })
+            .collect();
+        FileBytes { files }
+    }
+
+    /// The bytes of all the files together.
+    pub fn len(&self) -> u64 {
+        self.files.iter().map(|(_, len)| len).sum()
+    }
+
+    /// Whether there is no byte at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file holding byte `at` of the run, and the position within it.
+    pub fn locate(&self, at: u64) -> (&Path, u64) {
+        let mut within = at;
+        for (rel, len) in &self.files {
+            if within < *len {
+                return (rel, within);
+            }
+            within -= len;
+        }
+        panic!("byte {at} is past the {} bytes of the store", self.len())
+    }
+}
+
 /// Every file and directory under `dir`, relative to it, sorted (lock and temporary files
 /// included: whatever the backend keeps is fair game).
 pub fn store_entries(dir: &Path) -> Vec<(PathBuf, bool)> {
