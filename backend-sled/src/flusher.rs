@@ -108,15 +108,17 @@ fn run(shared: &Shared) {
         for db in live {
             let weak = Arc::downgrade(&db);
             // sled's own code, on a store that may be damaged: a panic must not end the thread
-            // that flushes every bucket of the context. The drop is inside too: when the bucket
-            // closed meanwhile, this is the last handle and sled flushes again as it drops.
-            let flushed = catch_panic(BACKEND, "a background flush", move || {
+            // that flushes every bucket of the context. The drop is contained too, but apart:
+            // when the bucket closed meanwhile this is the last handle and sled flushes again as
+            // it drops, and a second panic while the first unwinds would abort the process.
+            let flushed = catch_panic(BACKEND, "a background flush", || {
                 #[cfg(test)]
                 shared.test.panic_if_armed();
-                let flushed = db.flush();
-                drop(db);
-                flushed
+                db.flush()
             });
+            if let Err(e) = catch_panic(BACKEND, "dropping a flushed handle", move || drop(db)) {
+                tracing::warn!(error = %e, "dropping a sled bucket's handle panicked");
+            }
             match flushed {
                 // A failed background flush loses nothing that was acknowledged as durable
                 // (only unsynced writes wait for it, and those may be lost by contract); the

@@ -135,7 +135,9 @@ pub struct Reclaimable {
     pub threshold: u64,
     /// Entries below the threshold not yet reclaimed, and their bytes (never low).
     pub covered: crate::covered::Covered,
-    /// Every entry stored, and its bytes, as the same accounting sees them.
+    /// `covered` plus what the offsets at or above the threshold certainly hold (lower
+    /// bounds): the denominator of [`garbage_ratio`](Self::garbage_ratio), which therefore never
+    /// reads low. Not an upper bound of everything stored.
     pub stored: crate::covered::Covered,
 }
 

@@ -54,9 +54,9 @@ impl HistoricalBucket {
     /// [`LakeTimeouts::refresh`](super::LakeTimeouts::refresh), returns its
     /// [`Error::Lake`](engine_api::Error::Lake) and publishes nothing: `W` and the served
     /// snapshot stay as they were (counted `refresh_failures`). A newer snapshot id that ends
-    /// before a snapshot the bucket already knows (served, being processed, or offered by a
-    /// waiting call) breaks the lake's commit order and is refused with
-    /// [`Error::Lake`](engine_api::Error::Lake) at once, changing nothing.
+    /// before the served snapshot breaks the lake's commit order and is refused with
+    /// [`Error::Lake`](engine_api::Error::Lake), changing nothing; one that disagrees so with a
+    /// snapshot offered or being processed is processed by its own caller only.
     ///
     /// Notifications that arrive while another is processed coalesce: the next one to run
     /// processes the newest snapshot offered meanwhile (the latest wins), and counts it as
@@ -102,9 +102,9 @@ impl HistoricalBucket {
     /// progress lock.
     async fn publish(&self, snapshot: LakeSnapshot) -> Result<Progress> {
         sync::lock(&self.queue, "bucket offered snapshot")?.in_flight = Some(snapshot);
-        let result = self.publish_in_flight(snapshot).await;
-        sync::lock(&self.queue, "bucket offered snapshot")?.in_flight = None;
-        result
+        // Cleared also when the caller drops this future midway.
+        let _in_flight = InFlight(&self.queue);
+        self.publish_in_flight(snapshot).await
     }
 
     async fn publish_in_flight(&self, snapshot: LakeSnapshot) -> Result<Progress> {
@@ -244,35 +244,35 @@ impl HistoricalBucket {
         Ok(replay_from)
     }
 
-    /// Checks `snapshot` against every snapshot this bucket knows of (served, being processed,
-    /// offered) and offers it to whoever processes lake progress next, unless a newer one is
-    /// offered. Returns the slot its outcome arrives in when another caller processes it.
+    /// Checks `snapshot` against the served one and offers it to whoever processes lake
+    /// progress next, unless a newer one is offered or it disagrees with the one offered or
+    /// being processed. Returns the slot its outcome arrives in when another caller processes
+    /// it.
     ///
-    /// A snapshot whose id is newer than a known one but whose end is earlier breaks the lake's
-    /// commit order: it is refused here, before it joins the queue, so no other caller can
-    /// take it over and fail with its error (or succeed in its name).
+    /// A snapshot whose id is newer than the served one but whose end is earlier breaks the
+    /// lake's commit order: it is refused here, before it joins the queue. One that disagrees
+    /// the same way with a snapshot offered or being processed (neither refreshed yet, so
+    /// either may be the wrong one) does not join the queue either: its own caller processes
+    /// it, against whatever is served then, so no other caller takes it over and fails with
+    /// its error or succeeds in its name.
     fn offer(&self, snapshot: LakeSnapshot) -> Result<OutcomeSlot> {
-        let served = self.served()?;
         let mut queue = sync::lock(&self.queue, "bucket offered snapshot")?;
-        let known = [
-            Some(served),
-            queue.in_flight,
-            queue.offered.as_ref().map(|o| o.snapshot),
-        ];
-        if let Some(conflict) = known
-            .into_iter()
-            .flatten()
-            .find(|k| snapshot.id > k.id && snapshot.end_offset < k.end_offset)
-        {
+        let served = self.served()?;
+        if snapshot.id > served.id && snapshot.end_offset < served.end_offset {
             drop(queue);
             bump(&self.counters.ignored_notifications);
-            return Err(out_of_order(snapshot, conflict));
+            return Err(out_of_order(snapshot, served));
         }
+        let disagrees = [queue.in_flight, queue.offered.as_ref().map(|o| o.snapshot)]
+            .into_iter()
+            .flatten()
+            .any(|k| snapshot.id > k.id && snapshot.end_offset < k.end_offset);
         let slot = OutcomeSlot::default();
-        if queue
-            .offered
-            .as_ref()
-            .is_none_or(|o| snapshot.id > o.snapshot.id)
+        if !disagrees
+            && queue
+                .offered
+                .as_ref()
+                .is_none_or(|o| snapshot.id > o.snapshot.id)
         {
             queue.offered = Some(Offer {
                 snapshot,
@@ -335,6 +335,19 @@ pub(super) struct ProgressQueue {
     offered: Option<Offer>,
     /// The snapshot a holder is processing now (checked by new offers like the served one).
     in_flight: Option<LakeSnapshot>,
+}
+
+/// Clears the snapshot being processed when its processing ends, however it ends.
+struct InFlight<'a>(&'a Mutex<ProgressQueue>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        // A drop cannot refuse: clearing a copied value through poisoning is safe.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .in_flight = None;
+    }
 }
 
 /// A snapshot offered by a waiting call, with the slot its outcome goes to when another call

@@ -410,6 +410,10 @@ impl<S: Storage> DiskEngine<S> {
                 s.prepare_durable()
             })
         {
+            // A panic there failed the store: the caller gets the error that carries it.
+            if matches!(e, Error::StoreFailed { .. }) {
+                return Err(e);
+            }
             tracing::debug!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
                 "writing back before a watermark change failed; the durable write will retry");
         }
@@ -518,6 +522,10 @@ impl<S: Storage> DiskEngine<S> {
         if let Err(e) =
             self.contain_write("trimming the covered runs", |s| s.write_meta_rows(&rows))
         {
+            // A panic there failed the store: the caller gets the error that carries it.
+            if matches!(e, Error::StoreFailed { .. }) {
+                return Err(e);
+            }
             // The reclaim itself succeeded; stale rows only make the estimate high after a
             // reopen, until the next reclaim trims them again.
             tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
