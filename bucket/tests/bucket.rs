@@ -398,12 +398,13 @@ async fn notify(
     handle
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snapshot_out_of_order_with_one_in_flight_fails_its_own_caller_only() {
+/// While the snapshot ending at 40 is processed, a valid snapshot ending at 45 and then `bad`
+/// are notified: the valid one's caller gets the publication of its own snapshot, `bad`'s
+/// caller alone gets an `Error::Lake`, and `W` ends at 45.
+async fn bad_snapshot_fails_only_its_own_caller(bad: LakeSnapshot) -> Arc<HistoricalBucket> {
     let (bucket, lake, [at_40, at_45], held) = held_in_refresh().await;
     let valid = notify(&bucket, at_45).await;
-    // Newer id than the snapshot being processed, earlier end: the lake's order is broken.
-    let bogus = notify(&bucket, LakeSnapshot::new(1_000_001, 27)).await;
+    let bad = notify(&bucket, bad).await;
     lake.release_refreshes();
     assert!(matches!(
         held.await.unwrap().unwrap(),
@@ -414,32 +415,24 @@ async fn a_snapshot_out_of_order_with_one_in_flight_fails_its_own_caller_only() 
         matches!(valid, Ok(Progress::Published { snapshot, .. }) if snapshot == at_45),
         "a valid notification answered with another caller's outcome: {valid:?}"
     );
-    let bogus = bogus.await.unwrap();
-    assert!(matches!(bogus, Err(Error::Lake { .. })), "{bogus:?}");
+    let bad = bad.await.unwrap();
+    assert!(matches!(bad, Err(Error::Lake { .. })), "{bad:?}");
     assert_eq!(bucket.watermark(), 45);
-    assert_eq!(bucket.served_snapshot(), at_45);
+    bucket
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_out_of_order_with_one_in_flight_fails_its_own_caller_only() {
+    // Newer id than the snapshot being processed, earlier end: the lake's order is broken.
+    let bucket = bad_snapshot_fails_only_its_own_caller(LakeSnapshot::new(1_000_001, 27)).await;
+    assert_eq!(bucket.served_snapshot(), LakeSnapshot::new(3, 45));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_snapshot_that_fails_returns_its_error_to_its_own_caller() {
-    let (bucket, lake, [at_40, at_45], held) = held_in_refresh().await;
-    let valid = notify(&bucket, at_45).await;
     // A newer snapshot the lake cannot refresh to (it never committed it): whichever call
     // processes it, the failure is its caller's.
-    let unknown = notify(&bucket, LakeSnapshot::new(99, 60)).await;
-    lake.release_refreshes();
-    assert!(matches!(
-        held.await.unwrap().unwrap(),
-        Progress::Published { snapshot, .. } if snapshot == at_40
-    ));
-    let valid = valid.await.unwrap();
-    assert!(
-        matches!(valid, Ok(Progress::Published { snapshot, .. }) if snapshot == at_45),
-        "a valid notification answered with another caller's outcome: {valid:?}"
-    );
-    let unknown = unknown.await.unwrap();
-    assert!(matches!(unknown, Err(Error::Lake { .. })), "{unknown:?}");
-    assert_eq!(bucket.watermark(), 45);
+    bad_snapshot_fails_only_its_own_caller(LakeSnapshot::new(99, 60)).await;
 }
 
 #[test]

@@ -129,6 +129,26 @@ const ROW_LEN: usize = 64;
 const LEGACY_ROW_LEN: usize = 25;
 
 impl Run {
+    /// A run over `[first, last]` of which only upper bounds of its entries and bytes are
+    /// known: wherever a threshold cuts it, it counts whole.
+    fn totals_only(first: u64, last: u64, entries: u64, bytes: u64) -> Run {
+        Run {
+            first,
+            last,
+            held: Bounds {
+                entries_hi: entries,
+                entries_lo: 0,
+                bytes_hi: bytes,
+                bytes_lo: 0,
+            },
+            // Any number of the entries may sit at one offset, and no entry is larger than
+            // all of them together.
+            per_offset: entries,
+            min_len: 0,
+            max_len: bytes,
+        }
+    }
+
     fn span(&self) -> u64 {
         self.last.saturating_sub(self.first).saturating_add(1)
     }
@@ -248,24 +268,8 @@ impl Run {
                 min_len: word(6)?,
                 max_len: word(7)?,
             },
-            LEGACY_ROW_LEN => {
-                // Only the totals are trusted, as upper bounds: cut by a threshold, the run
-                // counts whole.
-                let (entries, bytes) = (word(1)?, word(2)?);
-                Run {
-                    first,
-                    last: word(0)?,
-                    held: Bounds {
-                        entries_hi: entries,
-                        entries_lo: 0,
-                        bytes_hi: bytes,
-                        bytes_lo: 0,
-                    },
-                    per_offset: entries,
-                    min_len: 0,
-                    max_len: u64::MAX,
-                }
-            }
+            // Only the totals are trusted (the "dense" flag could be wrong).
+            LEGACY_ROW_LEN => Run::totals_only(first, word(0)?, word(1)?, word(2)?),
             _ => return None,
         };
         (run.last >= run.first && run.min_len <= run.max_len).then_some(run)
@@ -366,19 +370,7 @@ impl CoveredRuns {
         if applied_end == 0 || entries == 0 {
             return (runs, Vec::new());
         }
-        let run = Run {
-            first: 0,
-            last: applied_end - 1,
-            held: Bounds {
-                entries_hi: entries,
-                entries_lo: 0,
-                bytes_hi: bytes,
-                bytes_lo: 0,
-            },
-            per_offset: entries,
-            min_len: 0,
-            max_len: bytes,
-        };
+        let run = Run::totals_only(0, applied_end - 1, entries, bytes);
         runs.runs.push_back(run);
         (runs, vec![run.put()])
     }

@@ -35,20 +35,6 @@ pub fn index_upper_bound(threshold: u64) -> [u8; 8] {
     threshold.to_be_bytes()
 }
 
-/// Counts the rows of an index range scan (a B-tree backend's covered estimate), mapping the
-/// backend's row errors with `error`.
-pub fn count_rows<T, E>(
-    rows: impl IntoIterator<Item = std::result::Result<T, E>>,
-    error: impl Fn(E) -> crate::Error,
-) -> Result<u64> {
-    let mut count = 0u64;
-    for row in rows {
-        row.map_err(&error)?;
-        count += 1;
-    }
-    Ok(count)
-}
-
 /// What to do with one index row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SweepAction {

@@ -29,15 +29,7 @@ pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
         let calls = lake.counters().lookup_calls;
         let batched = bucket.lookup_many(&keys).await.unwrap();
         assert_eq!(batched, single, "{}", F::NAME);
-        for (key, got) in keys.iter().zip(&batched) {
-            assert_eq!(
-                got,
-                &wal.answer_at(key, 300),
-                "{}: key {}",
-                F::NAME,
-                show(key)
-            );
-        }
+        assert_answers::<F>(&wal, &keys, &batched);
         assert_eq!(
             lake.counters().lookup_calls,
             calls + 1,
@@ -60,15 +52,7 @@ pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
             "{}: the lake is asked once per distinct key that missed",
             F::NAME
         );
-        for (key, got) in repeated.iter().zip(&answers) {
-            assert_eq!(
-                got,
-                &wal.answer_at(key, 300),
-                "{}: key {}",
-                F::NAME,
-                show(key)
-            );
-        }
+        assert_answers::<F>(&wal, &repeated, &answers);
 
         // Keys the store holds (values or tombstones at or above W) never reach the lake.
         let local: Vec<Vec<u8>> = keys
@@ -95,4 +79,18 @@ fn bucket_misses<E: Engine + ?Sized>(engine: &E, keys: &[Vec<u8>]) -> u64 {
     keys.iter()
         .filter(|k| engine.lookup(k).unwrap().offset().is_none())
         .count() as u64
+}
+
+/// Every answer is the model's for its key once the WAL below 300 is applied.
+fn assert_answers<F: EngineFactory>(wal: &Wal, keys: &[Vec<u8>], answers: &[Option<Vec<u8>>]) {
+    assert_eq!(answers.len(), keys.len(), "{}", F::NAME);
+    for (key, got) in keys.iter().zip(answers) {
+        assert_eq!(
+            got,
+            &wal.answer_at(key, 300),
+            "{}: key {}",
+            F::NAME,
+            show(key)
+        );
+    }
 }

@@ -1,14 +1,12 @@
 //! A reclaim that fails midway under the scheduler: retried with backoff, counted, and never
 //! touching what is not covered.
 
-use std::sync::Arc;
-
 use engine_api::Engine;
 use engine_api::fault::FaultPoint;
-use tidemark_bucket::HistoricalBucket;
-use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 
-use super::support::{BUCKET, Site, Wal, assert_model, progress, runtime, scheduler, write};
+use super::support::{
+    BUCKET, Site, Wal, assert_model, fresh_with, progress, runtime, scheduler, write,
+};
 use crate::EngineFactory;
 
 /// Two injected reclaim failures (each after part of the work): the scheduler retries with
@@ -18,12 +16,7 @@ pub fn scheduler_retries_failed_reclaims<F: EngineFactory>(factory: F) {
     let site = Site::new(factory);
     runtime().block_on(async {
         let scheduler = scheduler();
-        let engine = site.open();
-        let lake = Arc::new(MemoryLake::new());
-        let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone())
-            .with_scheduler(&scheduler, BUCKET)
-            .unwrap();
-        bucket.recover(LakeSnapshot::default()).await.unwrap();
+        let (engine, lake, bucket) = fresh_with(&site, Some(&scheduler)).await;
         let wal = Wal::generate(0xFA17, 400, 40, 10);
         write::<F>(&bucket, &lake, &wal, 0, 400).await;
         let faults = site

@@ -1,13 +1,10 @@
 //! The scheduler's decision to reclaim reads the covered estimate: it must never skip a reclaim
 //! that pays for itself because the estimate read low.
 
-use std::sync::Arc;
-
 use engine_api::{Engine, LocalLookup, Record, WriteBatch};
-use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
-use tidemark_bucket::{HistoricalBucket, ReclaimScheduler, SchedulerConfig};
+use tidemark_bucket::{ReclaimScheduler, SchedulerConfig};
 
-use super::support::{BUCKET, Site, runtime};
+use super::support::{BUCKET, Site, fresh_with, runtime};
 use crate::EngineFactory;
 
 /// One batch of equal entries at offsets 2, 2, 3, 3, 6 and the lake at 4: four of five entries,
@@ -17,12 +14,7 @@ pub fn default_scheduler_reclaims_repeated_offsets_and_gaps<F: EngineFactory>(fa
     let site = Site::new(factory);
     runtime().block_on(async {
         let scheduler = ReclaimScheduler::new(SchedulerConfig::default()).unwrap();
-        let engine = site.open();
-        let lake = Arc::new(MemoryLake::new());
-        let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone())
-            .with_scheduler(&scheduler, BUCKET)
-            .unwrap();
-        bucket.recover(LakeSnapshot::default()).await.unwrap();
+        let (engine, lake, bucket) = fresh_with(&site, Some(&scheduler)).await;
         let keys = [(b"p", 2), (b"q", 2), (b"r", 3), (b"s", 3), (b"t", 6)];
         let batch: WriteBatch = keys
             .iter()

@@ -310,9 +310,23 @@ pub fn show(bytes: &[u8]) -> String {
 /// A bucket over a new engine in `site` and a new lake, recovered from the empty lake, as most
 /// scenarios start.
 pub async fn fresh<F: EngineFactory>(site: &Site<F>) -> (Arc<F::Engine>, Arc<MemoryLake>, Bucket) {
+    fresh_with(site, None).await
+}
+
+/// [`fresh`], registered with `scheduler` under [`BUCKET`] when one is given.
+pub async fn fresh_with<F: EngineFactory>(
+    site: &Site<F>,
+    scheduler: Option<&ReclaimScheduler>,
+) -> (Arc<F::Engine>, Arc<MemoryLake>, Bucket) {
     let engine = site.open();
     let lake = Arc::new(MemoryLake::new());
     let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
+    let bucket = match scheduler {
+        Some(scheduler) => bucket
+            .with_scheduler(scheduler, BUCKET)
+            .unwrap_or_else(|e| panic!("{}: register with the scheduler: {e}", F::NAME)),
+        None => bucket,
+    };
     bucket
         .recover(LakeSnapshot::default())
         .await
