@@ -8,8 +8,7 @@ use crate::output::{Fields, emit};
 use crate::store::{Store, StoreArgs, StoreJson};
 use crate::units;
 
-/// The JSON document of `reclaim --json` (schema `tidemark.reclaim/1`, README § The
-/// command-line tool).
+/// The JSON document of `reclaim --json` (schema `tidemark.reclaim/1`, docs/CLI.md).
 #[derive(Debug, Serialize)]
 pub struct ReclaimJson {
     #[serde(flatten)]

@@ -7,8 +7,7 @@ use crate::output::{Fields, emit};
 use crate::store::{Store, StoreArgs, StoreJson};
 use crate::units;
 
-/// The JSON document of `stats --json` (schema `tidemark.stats/1`, README § The command-line
-/// tool).
+/// The JSON document of `stats --json` (schema `tidemark.stats/1`, docs/CLI.md).
 #[derive(Debug, Serialize)]
 pub struct StatsJson {
     #[serde(flatten)]

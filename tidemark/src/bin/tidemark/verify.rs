@@ -7,8 +7,7 @@ use tidemark::{Engine, OpenMode, Result, VerifyReport, codec};
 use crate::output::{Fields, JsonKey, emit};
 use crate::store::{Store, StoreArgs, StoreJson};
 
-/// The JSON document of `verify --json` (schema `tidemark.verify/1`, README § The command-line
-/// tool).
+/// The JSON document of `verify --json` (schema `tidemark.verify/1`, docs/CLI.md).
 #[derive(Debug, Serialize)]
 pub struct VerifyJson {
     #[serde(flatten)]

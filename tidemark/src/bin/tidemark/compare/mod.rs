@@ -2,7 +2,7 @@
 //! Tidemark's incremental reclamation and with the two designs it replaces (no cleanup at all;
 //! drop and rebuild only when the lake has caught up), one run at a time so no run disturbs
 //! another's timings. Prints the figures, and writes the two charts and `compare.json` (schema
-//! `tidemark.compare/1`, README § `tidemark compare`).
+//! `tidemark.compare/1`, `docs/CLI.md` § `tidemark compare`).
 
 mod chart;
 mod config;

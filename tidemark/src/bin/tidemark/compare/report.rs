@@ -1,5 +1,5 @@
-//! The figures of a comparison: per run (schema `tidemark.compare/1`, README § `tidemark compare`),
-//! the targets the README states, and the tables printed at the end.
+//! The figures of a comparison: per run (schema `tidemark.compare/1`, `docs/CLI.md` § `tidemark compare`),
+//! the targets `docs/CLI.md` states, and the tables printed at the end.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -52,7 +52,7 @@ pub struct CompareReport {
     pub stores: Option<String>,
     /// One per backend and variant, in the order they ran.
     pub runs: Vec<RunReport>,
-    /// The README's targets, each evaluated.
+    /// The targets (`docs/CLI.md`), each evaluated.
     pub targets: Vec<Target>,
 }
 
@@ -343,7 +343,7 @@ impl RunReport {
     }
 }
 
-/// One of the README's targets on one backend.
+/// One of the targets on one backend.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
     /// Backend name.
@@ -393,7 +393,7 @@ impl Target {
 const AT_MOST: &str = "at most";
 const AT_LEAST: &str = "at least";
 
-/// Evaluates the README's targets for every backend that has the runs they need.
+/// Evaluates the targets for every backend that has the runs they need.
 pub fn targets(runs: &[RunReport]) -> Vec<Target> {
     let mut backends: Vec<&'static str> = runs.iter().map(|r| r.backend).collect();
     backends.dedup();
