@@ -1,21 +1,29 @@
 //! The two SVG charts of a comparison (`plotters`, no font files needed: SVG text is drawn by
-//! the viewer): bytes on disk over time and write p99 over time, one line per backend and
-//! variant. A backend keeps its colour; the variant sets the line: Tidemark solid, scheduler-off
-//! short dashes, no-cleanup long dashes, all-or-nothing dotted.
+//! the viewer), one panel per backend, each with its own y scale, since the backends' footprints
+//! and latencies differ by an order of magnitude and a shared scale flattens the smaller ones.
+//!
+//! `bytes-on-disk.svg`: a backend's Tidemark line against its uncovered window and its baselines.
+//! `write-p99.svg`: per backend, write p99 and lookup p99 per window side by side. The variant
+//! sets the line: Tidemark solid blue (thick), scheduler-off orange short dashes, no-cleanup red
+//! long dashes, all-or-nothing purple dots; the uncovered window thin solid grey.
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use tidemark::{Error, Result};
 
 use super::config::Variant;
+use super::latency::WindowP99;
 use super::report::{CompareReport, RunReport};
 
-const SIZE: (u32, u32) = (1100, 620);
+const WIDTH: u32 = 1200;
+const PANEL_HEIGHT: u32 = 340;
+const TITLE_HEIGHT: u32 = 44;
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// One line of a chart.
+/// One line of a panel.
 struct Line {
     label: String,
     color: RGBColor,
@@ -25,104 +33,138 @@ struct Line {
     points: Vec<(f64, f64)>,
 }
 
-fn color(backend: &str) -> RGBColor {
-    match backend {
-        "sled" => RGBColor(31, 119, 180),
-        "redb" => RGBColor(214, 39, 40),
-        "rocksdb" => RGBColor(44, 160, 44),
-        _ => RGBColor(127, 127, 127),
-    }
+/// One plot: a caption, a y axis of its own, its lines.
+struct Panel {
+    caption: String,
+    y_desc: &'static str,
+    lines: Vec<Line>,
 }
 
-fn dash(variant: Variant) -> Option<(u32, u32)> {
+/// Colour, dashes and width of a variant's line.
+fn style(variant: Variant) -> (RGBColor, Option<(u32, u32)>, u32) {
     match variant {
-        Variant::Tidemark => None,
-        Variant::SchedulerOff => Some((5, 3)),
-        Variant::NoCleanup => Some((12, 6)),
-        Variant::AllOrNothing => Some((2, 5)),
+        Variant::Tidemark => (RGBColor(31, 119, 180), None, 3),
+        Variant::SchedulerOff => (RGBColor(255, 127, 14), Some((6, 4)), 2),
+        Variant::NoCleanup => (RGBColor(214, 39, 40), Some((12, 6)), 2),
+        Variant::AllOrNothing => (RGBColor(148, 103, 189), Some((2, 5)), 2),
     }
 }
 
-fn run_line(run: &RunReport, points: Vec<(f64, f64)>) -> Line {
+fn run_line(run: &RunReport, label: String, points: Vec<(f64, f64)>) -> Line {
+    let (color, dash, width) = style(run.variant);
     Line {
-        label: format!("{} {}", run.backend, run.variant),
-        color: color(run.backend),
-        dash: dash(run.variant),
-        width: 2,
+        label,
+        color,
+        dash,
+        width,
         points,
     }
 }
 
-/// `bytes-on-disk.svg`: every run's bytes on disk, and for each backend the bytes of the window
-/// the lake has not absorbed (thin), which is what its Tidemark line should stay near.
-pub fn bytes_on_disk(report: &CompareReport, path: &Path) -> Result<()> {
-    let mut lines: Vec<Line> = report
-        .runs
-        .iter()
-        .map(|r| {
-            let points = r
-                .series
-                .at
-                .iter()
-                .zip(&r.series.bytes_on_disk)
-                .map(|(&t, &b)| (t, b as f64 / MIB))
-                .collect();
-            run_line(r, points)
-        })
-        .collect();
-    for r in report
-        .runs
-        .iter()
-        .filter(|r| r.variant == Variant::Tidemark)
-    {
-        lines.push(Line {
-            label: format!("{} uncovered window", r.backend),
-            color: color(r.backend),
-            dash: None,
-            width: 1,
-            points: r
-                .series
-                .at
-                .iter()
-                .zip(&r.series.window_bytes)
-                .map(|(&t, &b)| (t, b as f64 / MIB))
-                .collect(),
-        });
+/// The backends of the report, in the order they ran, each with its runs.
+fn by_backend(report: &CompareReport) -> Vec<(&'static str, Vec<&RunReport>)> {
+    let mut backends: Vec<(&'static str, Vec<&RunReport>)> = Vec::new();
+    for run in &report.runs {
+        match backends.iter_mut().find(|(b, _)| *b == run.backend) {
+            Some((_, runs)) => runs.push(run),
+            None => backends.push((run.backend, vec![run])),
+        }
     }
+    backends
+}
+
+/// `bytes-on-disk.svg`: a panel per backend with every variant's bytes on disk and the bytes of
+/// the window the lake has not absorbed (thin), which the Tidemark line should stay near.
+pub fn bytes_on_disk(report: &CompareReport, path: &Path) -> Result<()> {
+    let panels = by_backend(report)
+        .into_iter()
+        .map(|(backend, runs)| {
+            let mut lines: Vec<Line> = runs
+                .iter()
+                .map(|r| {
+                    let points = r
+                        .series
+                        .at
+                        .iter()
+                        .zip(&r.series.bytes_on_disk)
+                        .map(|(&t, &b)| (t, b as f64 / MIB))
+                        .collect();
+                    run_line(r, r.variant.name().to_string(), points)
+                })
+                .collect();
+            // Every variant sees the same lake lag; the Tidemark run's window is the one its
+            // line is measured against.
+            let window = runs
+                .iter()
+                .find(|r| r.variant == Variant::Tidemark)
+                .or(runs.first());
+            if let Some(r) = window {
+                lines.push(Line {
+                    label: "uncovered window".into(),
+                    color: RGBColor(110, 110, 110),
+                    dash: None,
+                    width: 1,
+                    points: r
+                        .series
+                        .at
+                        .iter()
+                        .zip(&r.series.window_bytes)
+                        .map(|(&t, &b)| (t, b as f64 / MIB))
+                        .collect(),
+                });
+            }
+            Panel {
+                caption: backend.to_string(),
+                y_desc: "MiB on disk",
+                lines,
+            }
+        })
+        .collect::<Vec<_>>();
     draw(
         path,
         &format!(
             "Bytes on disk while writing {} records/s (lake lag {}..{} offsets)",
             report.config.rate, report.config.lag_min, report.config.lag_max
         ),
-        "MiB on disk",
-        &lines,
+        &panels,
+        1,
     )
 }
 
-/// `write-p99.svg`: every run's write p99 per window.
+fn p99_points(series: &[WindowP99]) -> Vec<(f64, f64)> {
+    series.iter().map(|w| (w.at, w.p99 * 1_000.0)).collect()
+}
+
+/// `write-p99.svg`: a row per backend, write p99 per window on the left and lookup p99 per
+/// window on the right.
 pub fn write_p99(report: &CompareReport, path: &Path) -> Result<()> {
-    let lines: Vec<Line> = report
-        .runs
-        .iter()
-        .map(|r| {
-            let points = r
-                .write_p99_series
-                .iter()
-                .map(|w| (w.at, w.p99 * 1_000.0))
-                .collect();
-            run_line(r, points)
-        })
-        .collect();
+    let mut panels = Vec::new();
+    for (backend, runs) in by_backend(report) {
+        let lines = |pick: fn(&RunReport) -> &[WindowP99]| {
+            runs.iter()
+                .map(|r| run_line(r, r.variant.name().to_string(), p99_points(pick(r))))
+                .collect::<Vec<_>>()
+        };
+        panels.push(Panel {
+            caption: format!("{backend}: write p99 (apply of {})", report.config.batch),
+            y_desc: "ms",
+            lines: lines(|r| &r.write_p99_series),
+        });
+        panels.push(Panel {
+            caption: format!("{backend}: lookup p99"),
+            y_desc: "ms",
+            lines: lines(|r| &r.lookup_p99_series),
+        });
+    }
     draw(
         path,
         &format!(
-            "Write p99 per {} ms window (batches of {} records)",
+            "Write and lookup p99 per {} ms window (batches of {} records)",
             (report.config.p99_window_seconds * 1_000.0).round(),
             report.config.batch
         ),
-        "p99 apply latency, ms",
-        &lines,
+        &panels,
+        2,
     )
 }
 
@@ -130,47 +172,64 @@ fn chart_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("cannot draw {}: {e}", path.display()))
 }
 
-fn draw(path: &Path, title: &str, y_desc: &str, lines: &[Line]) -> Result<()> {
+/// Draws `panels` in a grid of `columns`, every panel over the same time axis.
+fn draw(path: &Path, title: &str, panels: &[Panel], columns: usize) -> Result<()> {
     let fail = |e: &dyn std::fmt::Display| chart_error(path, e);
-    let x_max = lines
+    let columns = columns.max(1);
+    let rows = panels.len().div_ceil(columns).max(1);
+    let x_max = panels
         .iter()
+        .flat_map(|p| &p.lines)
         .flat_map(|l| l.points.iter().map(|p| p.0))
         .fold(0.0_f64, f64::max)
         .max(1e-3);
-    let y_max = lines
+    let height = TITLE_HEIGHT + PANEL_HEIGHT * rows as u32;
+    let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let body = root
+        .titled(title, ("sans-serif", 22))
+        .map_err(|e| fail(&e))?;
+    for (area, panel) in body.split_evenly((rows, columns)).iter().zip(panels) {
+        draw_panel(area, panel, x_max).map_err(|e| fail(&e))?;
+    }
+    root.present().map_err(|e| fail(&e))?;
+    Ok(())
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    x_max: f64,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let y_max = panel
+        .lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| p.1))
         .fold(0.0_f64, f64::max)
         .max(1e-3)
-        * 1.05;
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(|e| fail(&e))?;
+        * 1.08;
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.caption, ("sans-serif", 17))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(58)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
     chart
         .configure_mesh()
         .x_desc("seconds since the run started")
-        .y_desc(y_desc)
+        .y_desc(panel.y_desc)
         .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(|e| fail(&e))?;
-    for line in lines {
+        .draw()?;
+    for line in &panel.lines {
         let style = line.color.stroke_width(line.width);
         let points = line.points.clone();
         match line.dash {
             None => chart
-                .draw_series(LineSeries::new(points, style))
-                .map_err(|e| fail(&e))?
+                .draw_series(LineSeries::new(points, style))?
                 .label(line.label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style)),
             Some((dash, gap)) => chart
-                .draw_series(DashedLineSeries::new(points, dash, gap, style))
-                .map_err(|e| fail(&e))?
+                .draw_series(DashedLineSeries::new(points, dash, gap, style))?
                 .label(line.label.clone())
                 .legend(move |(x, y)| {
                     DashedPathElement::new(vec![(x, y), (x + 24, y)], dash, gap, style)
@@ -182,8 +241,7 @@ fn draw(path: &Path, title: &str, y_desc: &str, lines: &[Line]) -> Result<()> {
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.4))
-        .draw()
-        .map_err(|e| fail(&e))?;
-    root.present().map_err(|e| fail(&e))?;
+        .label_font(("sans-serif", 13))
+        .draw()?;
     Ok(())
 }

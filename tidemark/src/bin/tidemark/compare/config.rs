@@ -115,6 +115,12 @@ pub const MAX_RATE: u64 = 100_000_000;
 /// Mean lake lag by default: one second of records at the default rate.
 pub const DEFAULT_LAG: u64 = 10_000;
 
+/// The most samples of the store a run takes: a longer run samples less often, so the series it
+/// keeps do not grow with its length.
+pub const MAX_SAMPLES: u32 = 1_000;
+/// The most p99 windows a run has: a longer run has wider windows.
+pub const MAX_P99_WINDOWS: u32 = 500;
+
 impl Default for CompareConfig {
     fn default() -> Self {
         let (lag_min, lag_max) = lag_range(DEFAULT_LAG);
@@ -148,6 +154,17 @@ pub fn lag_range(lag: u64) -> (u64, u64) {
 }
 
 impl CompareConfig {
+    /// This workload written for `duration`, the sample interval and the p99 windows widened
+    /// (never narrowed) to at most [`MAX_SAMPLES`] samples and [`MAX_P99_WINDOWS`] windows.
+    pub fn with_duration(self, duration: Duration) -> Self {
+        CompareConfig {
+            duration,
+            sample_interval: self.sample_interval.max(duration / MAX_SAMPLES),
+            p99_window: self.p99_window.max(duration / MAX_P99_WINDOWS),
+            ..self
+        }
+    }
+
     /// Records each run writes: `rate × duration`, whole batches.
     pub fn records(&self) -> u64 {
         let exact = self.rate as f64 * self.duration.as_secs_f64();
@@ -314,6 +331,17 @@ mod tests {
         assert!(parse_duration("5h").is_err());
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn long_runs_sample_less_often_and_short_ones_as_configured() {
+        let short = CompareConfig::default().with_duration(Duration::from_secs(10));
+        assert_eq!(short.sample_interval, Duration::from_millis(100));
+        assert_eq!(short.p99_window, Duration::from_millis(250));
+        let long = CompareConfig::default().with_duration(Duration::from_secs(600));
+        assert_eq!(long.duration, Duration::from_secs(600));
+        assert_eq!(long.sample_interval, Duration::from_millis(600));
+        assert_eq!(long.p99_window, Duration::from_millis(1_200));
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! Latency figures from every sample kept (no histogram buckets): exact nearest-rank percentiles,
-//! and the p99 over consecutive windows of a run.
+//! Latency figures: nearest-rank percentiles of a small set (exact), the p99 over consecutive
+//! windows of a run (exact within each window, computed as the window closes), and a run's
+//! overall latencies in a bounded [`Histogram`].
 
 use std::time::Duration;
 
 use serde::Serialize;
+
+use super::histogram::Histogram;
 
 /// Percentiles of a set of latencies, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -21,7 +24,8 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    /// The percentiles of `samples` (`None` when there are none).
+    /// The exact percentiles of `samples` (`None` when there are none); for small sets (a run's
+    /// reclaims), since every sample is held while they are computed.
     pub fn of(samples: impl IntoIterator<Item = Duration>) -> Option<Percentiles> {
         let mut sorted: Vec<Duration> = samples.into_iter().collect();
         sorted.sort_unstable();
@@ -55,28 +59,101 @@ pub struct WindowP99 {
     pub count: u64,
 }
 
-/// The p99 of `(start, latency)` samples over consecutive windows of `width` from time zero;
-/// windows without samples are left out.
-pub fn windowed_p99(samples: &[(Duration, Duration)], width: Duration) -> Vec<WindowP99> {
-    let width_nanos = width.as_nanos().max(1);
-    let mut windows: std::collections::BTreeMap<u128, Vec<Duration>> = Default::default();
-    for &(at, latency) in samples {
-        windows
-            .entry(at.as_nanos() / width_nanos)
-            .or_default()
-            .push(latency);
+/// The p99 over consecutive windows of `width` from time zero, each computed (exactly, by
+/// nearest rank) when the next sample falls past it, so only the open window's latencies are
+/// held. Samples come in order of their start (one writer, one reader); windows without samples
+/// are left out.
+#[derive(Debug, Clone)]
+pub struct WindowedP99 {
+    width: Duration,
+    open: Option<u128>,
+    latencies: Vec<Duration>,
+    points: Vec<WindowP99>,
+}
+
+impl WindowedP99 {
+    /// Windows `width` wide.
+    pub fn new(width: Duration) -> Self {
+        WindowedP99 {
+            width: width.max(Duration::from_nanos(1)),
+            open: None,
+            latencies: Vec::new(),
+            points: Vec::new(),
+        }
     }
-    windows
-        .into_iter()
-        .filter_map(|(index, latencies)| {
-            let p = Percentiles::of(latencies)?;
-            Some(WindowP99 {
-                at: (index + 1) as f64 * width.as_secs_f64(),
-                p99: p.p99,
-                count: p.count,
-            })
-        })
-        .collect()
+
+    /// A latency of something that started at `at` since the run started.
+    pub fn record(&mut self, at: Duration, latency: Duration) {
+        let window = at.as_nanos() / self.width.as_nanos();
+        if self.open != Some(window) {
+            self.close();
+            self.open = Some(window);
+        }
+        self.latencies.push(latency);
+    }
+
+    fn close(&mut self) {
+        let Some(window) = self.open.take() else {
+            return;
+        };
+        self.latencies.sort_unstable();
+        if let Some(&max) = self.latencies.last() {
+            let p99 = nearest_rank(&self.latencies, 0.99).min(max);
+            self.points.push(WindowP99 {
+                at: (window + 1) as f64 * self.width.as_secs_f64(),
+                p99: p99.as_secs_f64(),
+                count: self.latencies.len() as u64,
+            });
+        }
+        // The buffer is kept: its capacity is one window's samples at most.
+        self.latencies.clear();
+    }
+
+    /// The series, the last window closed.
+    pub fn finish(mut self) -> Vec<WindowP99> {
+        self.close();
+        self.points
+    }
+}
+
+/// Latencies of one kind over a run: every one in a [`Histogram`], and the p99 per window.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    all: Histogram,
+    windows: WindowedP99,
+}
+
+/// What a [`Recorder`] measured.
+#[derive(Debug, Clone)]
+pub struct Latencies {
+    /// Every latency.
+    pub all: Histogram,
+    /// p99 per window.
+    pub p99_series: Vec<WindowP99>,
+}
+
+impl Recorder {
+    /// A recorder with p99 windows `width` wide.
+    pub fn new(width: Duration) -> Self {
+        Recorder {
+            all: Histogram::default(),
+            windows: WindowedP99::new(width),
+        }
+    }
+
+    /// One latency of something that started at `at` since the run started.
+    pub fn record(&mut self, at: Duration, latency: Duration) {
+        self.all.record(latency);
+        self.windows.record(at, latency);
+    }
+
+    /// The histogram and the windowed series.
+    pub fn finish(self) -> Latencies {
+        Latencies {
+            all: self.all,
+            p99_series: self.windows.finish(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -110,7 +187,11 @@ mod tests {
             (ms(260), ms(2)),
             (ms(900), ms(4)),
         ];
-        let series = windowed_p99(&samples, ms(250));
+        let mut windows = WindowedP99::new(ms(250));
+        for (at, latency) in samples {
+            windows.record(at, latency);
+        }
+        let series = windows.finish();
         assert_eq!(
             series,
             vec![

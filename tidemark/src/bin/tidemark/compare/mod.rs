@@ -6,7 +6,9 @@
 
 mod chart;
 mod config;
+mod histogram;
 mod history;
+mod lake;
 mod latency;
 mod reclaims;
 mod report;
@@ -99,7 +101,6 @@ impl CompareArgs {
         }
         let defaults = CompareConfig::default();
         let config = CompareConfig {
-            duration: self.duration,
             rate: self.rate,
             batch: self.batch,
             keys: self.keys,
@@ -116,7 +117,8 @@ impl CompareArgs {
                 .clone()
                 .with_min_interval(self.reclaim_interval),
             ..defaults
-        };
+        }
+        .with_duration(self.duration);
         config.validate()?;
         let selection = Selection::new(self.backends.clone(), self.variants.clone())?;
         Ok((config, selection))
@@ -218,7 +220,7 @@ pub fn compare(
             progress: bar.clone(),
             wrap: None,
         })?;
-        let figures = report::RunReport::new(&outcome, config.p99_window);
+        let figures = report::RunReport::new(&outcome);
         let summary = format!(
             "{} at the end, {} reclaims, {} rebuilds, {} wrong answers of {}",
             units::bytes(figures.bytes.end),
@@ -341,13 +343,30 @@ mod tests {
             assert!(!bytes[field].is_null(), "{field}: {bytes}");
         }
 
-        for (chart, label) in [
-            (&outputs.bytes_chart, "memory uncovered window"),
-            (&outputs.p99_chart, "memory all-or-nothing"),
+        for run in runs {
+            for column in ["write_p99_series", "lookup_p99_series"] {
+                let series = run[column].as_array().unwrap();
+                assert!(!series.is_empty(), "{column}: {run}");
+                assert!(series.iter().all(|w| w["p99"].as_f64().unwrap() > 0.0));
+            }
+        }
+        // A panel per backend: its caption, each variant's line and the window (plotters puts
+        // each text on a line of its own).
+        for (chart, labels) in [
+            (
+                &outputs.bytes_chart,
+                &["\nmemory\n", "\nuncovered window\n"][..],
+            ),
+            (
+                &outputs.p99_chart,
+                &["memory: write p99", "memory: lookup p99"][..],
+            ),
         ] {
             let svg = std::fs::read_to_string(chart).unwrap();
             assert!(svg.starts_with("<svg"), "{}", chart.display());
-            assert!(svg.contains("memory tidemark") && svg.contains(label));
+            for label in labels.iter().chain(&["\ntidemark\n", "\nall-or-nothing\n"]) {
+                assert!(svg.contains(label), "{label} in {}", chart.display());
+            }
         }
         let text = render(&report, &outputs);
         assert!(

@@ -1,13 +1,19 @@
 //! One run: a backend and a [`Variant`] take the stream for the configured duration.
 //!
-//! Four tasks share the bucket: the **writer** applies batches at the target rate (each apply
-//! timed, and marked when a reclaim ran during it); the **lake** appends every batch to a
-//! [`MemoryLake`] before it is applied and commits a snapshot every `lake_interval`, trailing the
-//! acknowledged end by a lag drawn afresh each time (never zero, so the lake end never equals the
-//! local end while writing) and reporting it as the variant does; the **reader** looks up keys
-//! written so far at its own rate and checks every answer against the [`History`]; the
-//! **sampler** records bytes on disk, `W` and the ends. When the writer is done every key written
-//! is looked up once more and must answer its final state.
+//! Four tasks share the bucket: the **writer** appends every batch to the [`StreamLake`] (the
+//! lake's input and the model) before it applies it at the target rate (each apply timed, and
+//! marked when a reclaim ran during it); the **lake** commits a snapshot every `lake_interval`,
+//! trailing the acknowledged end by a lag drawn afresh each time (never zero, so the lake end never
+//! equals the local end while writing) and reports it as the variant does; the **reader** looks up
+//! keys written so far at its own rate and checks every answer against the model; the **sampler**
+//! records bytes on disk, `W` and the ends. When the writer is done every key written is looked up
+//! once more and must answer its final state.
+//!
+//! Nothing a run holds grows with its length but its series (one point per sample, per p99
+//! window and per reclaim, and the intervals grow with `--duration`): latencies go into
+//! fixed-size histograms and per-window p99s computed as each window closes, the model keeps each
+//! key's newest offset plus the window the lake has not absorbed, and the window's byte counts
+//! are forgotten as the lake absorbs them.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,15 +24,18 @@ use indicatif::ProgressBar;
 use tidemark::rng::SplitMix64;
 use tidemark::{
     Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, Error,
-    HistoricalBucket, LakeLookuper, LakeSnapshot, MemoryLake, ReclaimScheduler, Result,
+    HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler, Result,
 };
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
 
 use super::config::{CompareConfig, Variant};
-use super::history::{History, Verdict};
+use super::histogram::Histogram;
+use super::history::Verdict;
+use super::lake::StreamLake;
+use super::latency::{Latencies, Recorder};
 use super::reclaims::{self, ReclaimLog, ReclaimRun};
-use super::stream::{StoredBytes, Stream};
+use super::stream::{Stream, WindowBytes};
 use crate::units;
 
 /// What a run is given.
@@ -47,17 +56,6 @@ pub struct RunSetup {
     /// Wraps every engine the run opens (`None` in real runs: tests put an engine that lies
     /// under the bucket to show the checks catch it).
     pub wrap: Option<fn(EngineHandle) -> EngineHandle>,
-}
-
-/// One apply, timed.
-#[derive(Debug, Clone, Copy)]
-pub struct WriteSample {
-    /// When it started, since the run started.
-    pub at: Duration,
-    /// How long it took (waiting for the bucket included).
-    pub latency: Duration,
-    /// Whether a reclaim ran at any moment of it.
-    pub during_reclaim: bool,
 }
 
 /// The store at one moment.
@@ -95,10 +93,14 @@ pub struct RunOutcome {
     pub apply_time: Duration,
     /// The furthest the writer fell behind its schedule.
     pub max_behind: Duration,
-    /// Every apply.
-    pub writes: Vec<WriteSample>,
-    /// Every lookup of the reader: when it started, how long it took.
-    pub lookups: Vec<(Duration, Duration)>,
+    /// Every apply (waiting for the bucket included), and the p99 per window.
+    pub writes: Latencies,
+    /// The applies during which a reclaim ran.
+    pub writes_during_reclaims: Histogram,
+    /// The applies during which none ran.
+    pub writes_outside_reclaims: Histogram,
+    /// Every lookup of the reader, and the p99 per window.
+    pub lookups: Latencies,
     /// Lookups checked against the model, while writing and at the end.
     pub checked: u64,
     /// Answers that were not a state the key had (must be 0).
@@ -115,10 +117,12 @@ pub struct RunOutcome {
     pub reclaims: Vec<ReclaimRun>,
     /// Lake snapshots committed.
     pub lake_commits: u64,
-    /// How long each `on_lake_progress` took (Tidemark runs).
-    pub notifications: Vec<Duration>,
+    /// How long each `on_lake_progress` took (Tidemark and scheduler-off runs).
+    pub notifications: Histogram,
     /// All-or-nothing rebuilds (the lake end equalled the applied end).
     pub rebuilds: u64,
+    /// Offsets the model held in full when the writer finished (the rest: one per key).
+    pub unsettled_offsets: u64,
     /// The bucket's counters when the writer finished.
     pub bucket: BucketStats,
     /// Bytes on disk of the new store before anything was written (the engine's fixed
@@ -163,24 +167,33 @@ struct Shared {
     setup: RunSetup,
     stream: Stream,
     slot: Slot,
-    lake: Arc<MemoryLake>,
+    lake: Arc<StreamLake>,
     log: Arc<ReclaimLog>,
     ends: Ends,
-    history: Mutex<History>,
+    /// Bytes of the records from the lake's end on (written by the writer, read and trimmed by
+    /// one sample at a time).
+    window_bytes: Mutex<WindowBytes>,
     origin: Instant,
 }
 
 impl Shared {
-    fn history(&self) -> MutexGuard<'_, History> {
-        // Nothing panics while it is held; a poisoned model is still whole.
-        self.history.lock().unwrap_or_else(PoisonError::into_inner)
+    fn window_bytes(&self) -> MutexGuard<'_, WindowBytes> {
+        // Nothing panics while it is held; poisoned sums are still whole.
+        self.window_bytes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let config = setup.config.clone();
-    let lake = Arc::new(MemoryLake::new());
-    lake.retain_snapshots(LAKE_SNAPSHOTS_KEPT)?;
+    let stream = Stream::new(
+        config.seed,
+        config.keys,
+        config.delete_percent,
+        config.value_size,
+    );
+    let lake = Arc::new(StreamLake::new(stream.clone(), LAKE_SNAPSHOTS_KEPT));
     let scheduler = match setup.variant {
         Variant::Tidemark => Some(ReclaimScheduler::new(config.scheduler.clone())?),
         Variant::SchedulerOff | Variant::NoCleanup | Variant::AllOrNothing => None,
@@ -213,37 +226,38 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let origin = Instant::now();
 
     let shared = Arc::new(Shared {
-        stream: Stream::new(
-            config.seed,
-            config.keys,
-            config.delete_percent,
-            config.value_size,
-        ),
+        stream,
         setup,
         slot,
         lake,
         log,
         ends: Ends::default(),
-        history: Mutex::new(History::default()),
+        window_bytes: Mutex::new(WindowBytes::default()),
         origin,
     });
     let (stop, stopped) = watch::channel(false);
+    let (stop_sampler, sampler_stopped) = watch::channel(false);
     let lake_task = tokio::spawn(lake_loop(Arc::clone(&shared), stopped.clone()));
-    let reader_task = tokio::spawn(reader_loop(Arc::clone(&shared), stopped.clone()));
-    let sampler_task = tokio::spawn(sampler_loop(Arc::clone(&shared), stopped));
+    let reader_task = tokio::spawn(reader_loop(Arc::clone(&shared), stopped));
+    let sampler_task = tokio::spawn(sampler_loop(Arc::clone(&shared), sampler_stopped));
 
     let written = write_stream(&shared).await;
+    // The sampler stops first: samples are taken one at a time (each forgets the window bytes
+    // below the lake end it read).
+    let _ = stop_sampler.send(true);
+    let samples = joined(sampler_task).await;
     // The store as the writer left it: the "end" of the run.
-    let last_sample = match &written {
-        Ok(_) => Some(sample(&shared).await),
-        Err(_) => None,
+    let last_sample = match (&written, &samples) {
+        (Ok(_), Ok(_)) => Some(sample(&shared).await),
+        _ => None,
     };
     let bucket_stats = shared.slot.read(async |b| Ok(b.stats())).await;
+    let unsettled_offsets = shared.lake.unsettled();
     // Stop the other tasks whatever happened, then report the first failure.
     let _ = stop.send(true);
     let lake_outcome = joined(lake_task).await;
     let reader_outcome = joined(reader_task).await;
-    let mut samples = joined(sampler_task).await?;
+    let mut samples = samples?;
     let written = written?;
     let (lake_outcome, mut reader_outcome) = (lake_outcome?, reader_outcome?);
     samples.push(
@@ -257,10 +271,6 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let reclaims = shared.log.runs(shared.origin);
     close(&shared, scheduler).await?;
 
-    let stored = StoredBytes::new(&shared.stream, written.records);
-    for s in &mut samples {
-        s.window_bytes = stored.window(s.lake_end, s.applied_end);
-    }
     Ok(RunOutcome {
         backend: shared.setup.backend,
         variant: shared.setup.variant,
@@ -268,8 +278,10 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         elapsed: written.elapsed,
         apply_time: written.apply_time,
         max_behind: written.max_behind,
-        writes: written.samples,
-        lookups: reader_outcome.samples,
+        writes: written.latencies.finish(),
+        writes_during_reclaims: written.during_reclaims,
+        writes_outside_reclaims: written.outside_reclaims,
+        lookups: reader_outcome.latencies.finish(),
         checked: reader_outcome.checked,
         mismatches: reader_outcome.mismatches,
         lookup_errors: reader_outcome.errors,
@@ -280,6 +292,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         lake_commits: lake_outcome.commits,
         notifications: lake_outcome.notifications,
         rebuilds: lake_outcome.rebuilds,
+        unsettled_offsets,
         bucket: bucket_stats,
         empty_store,
     })
@@ -300,7 +313,7 @@ struct Slot {
     dir: PathBuf,
     options: EngineOptions,
     backends: BackendConfig,
-    lake: Arc<MemoryLake>,
+    lake: Arc<StreamLake>,
     log: Arc<ReclaimLog>,
     scheduler: Option<ReclaimScheduler>,
     wrap: Option<fn(EngineHandle) -> EngineHandle>,
@@ -388,7 +401,9 @@ struct Written {
     elapsed: Duration,
     apply_time: Duration,
     max_behind: Duration,
-    samples: Vec<WriteSample>,
+    latencies: Recorder,
+    during_reclaims: Histogram,
+    outside_reclaims: Histogram,
 }
 
 /// The writer: `records()` records in batches, batch `i` due at `i × batch_interval`.
@@ -399,7 +414,8 @@ async fn write_stream(shared: &Shared) -> Result<Written> {
     let progress = &shared.setup.progress;
     progress.set_length(records);
     let started = tokio::time::Instant::from_std(shared.origin);
-    let mut samples = Vec::with_capacity(usize::try_from(records / config.batch + 1).unwrap_or(0));
+    let mut latencies = Recorder::new(config.p99_window);
+    let (mut during_reclaims, mut outside_reclaims) = (Histogram::default(), Histogram::default());
     let (mut apply_time, mut max_behind) = (Duration::ZERO, Duration::ZERO);
     let mut offset = 0u64;
     for i in 0u32.. {
@@ -412,18 +428,19 @@ async fn write_stream(shared: &Shared) -> Result<Written> {
         let end = offset.saturating_add(config.batch).min(records);
         let batch = shared.stream.batch(offset, end);
         // The WAL record reaches the lake's input as soon as it is committed.
-        shared.lake.append_batch(&batch)?;
-        shared.history().extend(&shared.stream, offset, end);
+        shared.lake.append(offset, end)?;
+        shared.window_bytes().push(batch.records());
         shared.ends.applying.store(end, Ordering::SeqCst);
         let mark = shared.log.mark();
         let began = Instant::now();
         shared.slot.read(async |b| b.apply(batch).await).await?;
         let latency = began.elapsed();
-        samples.push(WriteSample {
-            at: began.duration_since(shared.origin),
-            latency,
-            during_reclaim: shared.log.overlapped_since(mark),
-        });
+        latencies.record(began.duration_since(shared.origin), latency);
+        if shared.log.overlapped_since(mark) {
+            during_reclaims.record(latency);
+        } else {
+            outside_reclaims.record(latency);
+        }
         apply_time += latency;
         shared.ends.acked.store(end, Ordering::SeqCst);
         progress.set_position(end);
@@ -434,14 +451,16 @@ async fn write_stream(shared: &Shared) -> Result<Written> {
         elapsed: started.elapsed(),
         apply_time,
         max_behind,
-        samples,
+        latencies,
+        during_reclaims,
+        outside_reclaims,
     })
 }
 
 #[derive(Default)]
 struct LakeOutcome {
     commits: u64,
-    notifications: Vec<Duration>,
+    notifications: Histogram,
     rebuilds: u64,
 }
 
@@ -476,7 +495,7 @@ async fn lake_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> R
                     .slot
                     .read(async |b| b.on_lake_progress(snapshot).await)
                     .await?;
-                outcome.notifications.push(began.elapsed());
+                outcome.notifications.record(began.elapsed());
             }
             Variant::AllOrNothing => {
                 if shared.slot.rebuild_if_caught_up(snapshot).await? {
@@ -494,9 +513,8 @@ async fn lake_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> R
     Ok(outcome)
 }
 
-#[derive(Default)]
 struct ReaderOutcome {
-    samples: Vec<(Duration, Duration)>,
+    latencies: Recorder,
     checked: u64,
     mismatches: u64,
     errors: u64,
@@ -505,6 +523,17 @@ struct ReaderOutcome {
 }
 
 impl ReaderOutcome {
+    fn new(p99_window: Duration) -> Self {
+        ReaderOutcome {
+            latencies: Recorder::new(p99_window),
+            checked: 0,
+            mismatches: 0,
+            errors: 0,
+            skipped: 0,
+            problems: Vec::new(),
+        }
+    }
+
     fn problem(&mut self, describe: impl FnOnce() -> String) {
         if self.problems.len() < PROBLEMS_KEPT {
             self.problems.push(describe());
@@ -519,9 +548,21 @@ async fn reader_loop(
     mut stopped: watch::Receiver<bool>,
 ) -> Result<ReaderOutcome> {
     let config = &shared.setup.config;
-    let mut outcome = ReaderOutcome::default();
+    let mut outcome = ReaderOutcome::new(config.p99_window);
+    let result = read_and_check(&shared, &mut stopped, &mut outcome).await;
+    // No check is pending any more: the model may settle up to the lake's oldest snapshot.
+    shared.lake.end_checks();
+    result.map(|()| outcome)
+}
+
+async fn read_and_check(
+    shared: &Shared,
+    stopped: &mut watch::Receiver<bool>,
+    outcome: &mut ReaderOutcome,
+) -> Result<()> {
+    let config = &shared.setup.config;
     if config.lookup_rate == 0 {
-        return Ok(outcome);
+        return Ok(());
     }
     let mut rng = SplitMix64::new(config.seed ^ READER_SALT);
     let interval = Duration::from_secs_f64(1.0 / config.lookup_rate as f64);
@@ -544,20 +585,18 @@ async fn reader_loop(
         }
         let key = shared.stream.key_index(rng.below(acked));
         let name = Stream::key(key);
+        shared.lake.begin_check(acked);
         let began = Instant::now();
         let answer = shared.slot.read(async |b| b.lookup(&name).await).await;
         let latency = began.elapsed();
         let applying = shared.ends.applying.load(Ordering::SeqCst);
         outcome
-            .samples
-            .push((began.duration_since(shared.origin), latency));
+            .latencies
+            .record(began.duration_since(shared.origin), latency);
         outcome.checked += 1;
         match answer {
             Ok(answer) => {
-                let verdict =
-                    shared
-                        .history()
-                        .check(&shared.stream, key, answer.as_deref(), acked, applying);
+                let verdict = shared.lake.check(key, answer.as_deref(), acked, applying)?;
                 if verdict == Verdict::Mismatch {
                     outcome.mismatches += 1;
                     outcome.problem(|| {
@@ -574,7 +613,7 @@ async fn reader_loop(
             }
         }
     }
-    Ok(outcome)
+    Ok(())
 }
 
 /// An answer as a problem report names it: the offset a value names, or absent.
@@ -591,18 +630,16 @@ fn describe(answer: Option<&[u8]>) -> String {
 /// After writing: every key written, looked up once more, must answer its final state.
 async fn final_check(shared: &Shared, outcome: &mut ReaderOutcome) -> Result<()> {
     let end = shared.ends.acked.load(Ordering::SeqCst);
-    let mut keys: Vec<u64> = shared.history().keys().collect();
-    keys.sort_unstable();
+    let keys = shared.lake.keys();
     for chunk in keys.chunks(FINAL_CHECK_CHUNK) {
         let names: Vec<Vec<u8>> = chunk.iter().map(|&k| Stream::key(k)).collect();
         let answers = shared
             .slot
             .read(async |b| b.lookup_many(&names).await)
             .await?;
-        let history = shared.history();
         for (&key, answer) in chunk.iter().zip(answers) {
             outcome.checked += 1;
-            let expected = history.state_at(&shared.stream, key, end);
+            let expected = shared.lake.state_at(key, end)?;
             if answer != expected {
                 outcome.mismatches += 1;
                 outcome.problem(|| {
@@ -656,10 +693,17 @@ async fn sample(shared: &Shared) -> Result<StateSample> {
                 .map_err(|e| Error::Internal(format!("reading statistics did not complete: {e}")))?
         })
         .await?;
+    let window_bytes = {
+        let mut bytes = shared.window_bytes();
+        let window = bytes.window(lake_end, stats.applied_end);
+        // Later samples read a lake end at least this one.
+        bytes.forget_below(lake_end);
+        window
+    };
     Ok(StateSample {
         at,
         bytes_on_disk: stats.bytes_on_disk,
-        window_bytes: 0,
+        window_bytes,
         watermark: stats.watermark,
         applied_end: stats.applied_end,
         lake_end,
@@ -776,18 +820,35 @@ mod tests {
                 let what = format!("{backend} {variant}: {:?}", run.problems);
                 assert_eq!((run.mismatches, run.lookup_errors), (0, 0), "{what}");
                 assert_eq!(run.records, config.records(), "{what}");
-                assert_eq!(run.writes.len() as u64, config.records() / config.batch);
+                assert_eq!(run.writes.all.count(), config.records() / config.batch);
+                assert_eq!(
+                    run.writes_during_reclaims.count() + run.writes_outside_reclaims.count(),
+                    run.writes.all.count()
+                );
+                assert_eq!(
+                    run.writes.p99_series.iter().map(|w| w.count).sum::<u64>(),
+                    run.writes.all.count(),
+                    "{what}: every apply in one window"
+                );
                 // The reader's lookups, and every key written once more at the end.
-                assert!(run.checked > run.lookups.len() as u64, "{what}");
+                assert!(run.lookups.all.count() > 0, "{what}");
+                assert!(run.checked > run.lookups.all.count(), "{what}");
+                assert_eq!(
+                    run.lookups.p99_series.iter().map(|w| w.count).sum::<u64>(),
+                    run.lookups.all.count(),
+                    "{what}"
+                );
                 let end = run.samples.last().expect("a final sample");
                 assert_eq!(end.applied_end, config.records(), "{what}");
                 assert!(end.lake_end < end.applied_end, "{what}: the lake trails");
                 assert!(end.window_bytes > 0, "{what}");
+                // The model settled what the lake absorbed: it holds less than every offset.
+                assert!(run.unsettled_offsets < run.records, "{what}");
                 match variant {
                     Variant::Tidemark => {
                         assert!(end.watermark > 0, "{what}");
                         assert!(!run.reclaims.is_empty(), "{what}: reclaims ran");
-                        assert!(run.notifications.len() as u64 == run.lake_commits);
+                        assert_eq!(run.notifications.count(), run.lake_commits, "{what}");
                     }
                     Variant::SchedulerOff => {
                         assert!(end.watermark > 0, "{what}");
@@ -795,7 +856,7 @@ mod tests {
                     }
                     Variant::NoCleanup | Variant::AllOrNothing => {
                         assert_eq!(end.watermark, 0, "{what}");
-                        assert!(run.reclaims.is_empty() && run.notifications.is_empty());
+                        assert!(run.reclaims.is_empty() && run.notifications.count() == 0);
                         assert_eq!(run.rebuilds, 0, "{what}: the lake never caught up");
                     }
                 }
@@ -840,7 +901,8 @@ mod tests {
             .unwrap();
         for backend in Backend::compiled() {
             runtime.block_on(async {
-                let lake = Arc::new(MemoryLake::new());
+                let stream = Stream::new(3, 50, 20, 16);
+                let lake = Arc::new(StreamLake::new(stream.clone(), 4));
                 let slot = Slot {
                     bucket: RwLock::new(None),
                     backend,
@@ -855,9 +917,8 @@ mod tests {
                 let bucket = slot.open().await.unwrap();
                 bucket.recover(LakeSnapshot::default()).await.unwrap();
                 *slot.bucket.write().await = Some(bucket);
-                let stream = Stream::new(3, 50, 20, 16);
                 let batch = stream.batch(0, 100);
-                lake.append_batch(&batch).unwrap();
+                lake.append(0, 100).unwrap();
                 slot.read(async |b| b.apply(batch).await).await.unwrap();
 
                 let behind = lake.commit(99).unwrap();
@@ -873,18 +934,12 @@ mod tests {
                 assert!(slot.rebuild_if_caught_up(caught_up).await.unwrap());
                 let stats = slot.read(async |b| b.engine().stats()).await.unwrap();
                 assert_eq!((stats.watermark, stats.live_entries), (100, 0), "{backend}");
-                let mut history = History::default();
-                history.extend(&stream, 0, 100);
                 for key in 0..50 {
                     let answer = slot
                         .read(async |b| b.lookup(&Stream::key(key)).await)
                         .await
                         .unwrap();
-                    assert_eq!(
-                        answer,
-                        history.state_at(&stream, key, 100),
-                        "{backend} {key}"
-                    );
+                    assert_eq!(answer, lake.state_at(key, 100).unwrap(), "{backend} {key}");
                 }
                 if let Some(b) = slot.bucket.write().await.take() {
                     b.close().await.unwrap();

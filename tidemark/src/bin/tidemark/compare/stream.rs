@@ -1,6 +1,8 @@
 //! The record stream every run writes: a pure function of the seed and the offset, so each
 //! backend and variant gets the same records, and a value names the offset that wrote it.
 
+use std::collections::VecDeque;
+
 use tidemark::rng::SplitMix64;
 use tidemark::{Record, WriteBatch};
 
@@ -81,6 +83,15 @@ impl Stream {
         format!("key-{index:012}").into_bytes()
     }
 
+    /// The index a key's bytes name (`None` for bytes no key of a stream has).
+    pub fn key_index_of(key: &[u8]) -> Option<u64> {
+        let digits = std::str::from_utf8(key.strip_prefix(b"key-")?).ok()?;
+        if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+
     /// The value a put at `offset` writes: the offset (8 bytes, big-endian), then incompressible
     /// bytes, `value_size` in all.
     pub fn payload(&self, offset: u64) -> Vec<u8> {
@@ -118,38 +129,57 @@ impl Stream {
     }
 }
 
-/// Bytes stored by the records below each offset (key plus encoded value, as the engines store
-/// them), so the bytes of any window of offsets are one subtraction.
-#[derive(Debug, Clone, Default)]
-pub struct StoredBytes {
-    /// `prefix[o]` = bytes of the records at offsets `0..o`.
-    prefix: Vec<u64>,
+/// Bytes stored by the records of the window the lake has not absorbed (key plus encoded value,
+/// as the engines store them): running sums from the lake's end on, so the bytes of any range in
+/// it are one subtraction and what the lake has absorbed is forgotten.
+#[derive(Debug, Clone)]
+pub struct WindowBytes {
+    /// The offset of `sums[0]`.
+    base: u64,
+    /// `sums[i]` = bytes of the records below `base + i`, since offset 0.
+    sums: VecDeque<u64>,
 }
 
-impl StoredBytes {
-    /// The prefix sums of the stream's records below `end`.
-    pub fn new(stream: &Stream, end: u64) -> Self {
-        let mut prefix = Vec::with_capacity(usize::try_from(end).unwrap_or(0).saturating_add(1));
-        let mut total = 0u64;
-        prefix.push(0);
-        for offset in 0..end {
-            total = total.saturating_add(stream.record(offset).stored_len());
-            prefix.push(total);
+impl Default for WindowBytes {
+    fn default() -> Self {
+        WindowBytes {
+            base: 0,
+            sums: VecDeque::from([0]),
         }
-        StoredBytes { prefix }
+    }
+}
+
+impl WindowBytes {
+    /// Adds the records that follow the last one added (a batch, in offset order).
+    pub fn push(&mut self, records: &[Record]) {
+        let mut total = self.sums.back().copied().unwrap_or(0);
+        for record in records {
+            total = total.saturating_add(record.stored_len());
+            self.sums.push_back(total);
+        }
     }
 
-    /// Bytes of the records at `from..to` (clamped to the offsets summed).
+    /// Bytes of the records at `from..to`, clamped to the offsets held.
     pub fn window(&self, from: u64, to: u64) -> u64 {
         let at = |o: u64| {
-            let i = usize::try_from(o).unwrap_or(usize::MAX);
-            self.prefix
-                .get(i)
-                .or(self.prefix.last())
-                .copied()
-                .unwrap_or(0)
+            let i = usize::try_from(o.saturating_sub(self.base)).unwrap_or(usize::MAX);
+            self.sums.get(i).or(self.sums.back()).copied().unwrap_or(0)
         };
         at(to).saturating_sub(at(from))
+    }
+
+    /// Forgets the records below `offset` (the lake holds them; the window never reaches back).
+    pub fn forget_below(&mut self, offset: u64) {
+        while self.base < offset && self.sums.len() > 1 {
+            self.sums.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Offsets held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.sums.len() - 1
     }
 }
 
@@ -199,16 +229,44 @@ mod tests {
     }
 
     #[test]
-    fn window_bytes_are_the_records_stored_lengths() {
+    fn window_bytes_are_the_records_stored_lengths_and_forget_what_the_lake_holds() {
         let s = Stream::new(3, 100, 10, 16);
-        let bytes = StoredBytes::new(&s, 50);
-        let direct: u64 = (10..30).map(|o| s.record(o).stored_len()).sum();
-        assert_eq!(bytes.window(10, 30), direct);
+        let mut bytes = WindowBytes::default();
+        for from in (0..50).step_by(10) {
+            bytes.push(s.batch(from, from + 10).records());
+        }
+        let direct = |from: u64, to: u64| (from..to).map(|o| s.record(o).stored_len()).sum::<u64>();
+        assert_eq!(bytes.window(10, 30), direct(10, 30));
         assert_eq!(bytes.window(30, 10), 0);
         assert_eq!(
             bytes.window(0, 50),
             bytes.window(0, 500),
-            "clamped to the end summed"
+            "clamped to the end held"
         );
+        bytes.forget_below(20);
+        assert_eq!(bytes.len(), 30);
+        assert_eq!(bytes.window(25, 50), direct(25, 50));
+        bytes.push(s.batch(50, 60).records());
+        assert_eq!(bytes.window(20, 60), direct(20, 60));
+        bytes.forget_below(1_000);
+        assert_eq!(bytes.len(), 0, "never past the end");
+        assert_eq!(bytes.window(60, 60), 0);
+    }
+
+    #[test]
+    fn key_bytes_name_their_index() {
+        assert_eq!(Stream::key_index_of(&Stream::key(42)), Some(42));
+        assert_eq!(
+            Stream::key_index_of(&Stream::key(999_999_999_999)),
+            Some(999_999_999_999)
+        );
+        for other in [
+            &b"key-42"[..],
+            b"kex-000000000042",
+            b"key-00000000004x",
+            b"",
+        ] {
+            assert_eq!(Stream::key_index_of(other), None, "{other:?}");
+        }
     }
 }
