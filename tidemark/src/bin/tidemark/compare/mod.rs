@@ -35,8 +35,10 @@ const CONTEXT_BUCKETS: usize = 4;
 /// The command line of `tidemark compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// How long each run writes (e.g. 5s, 500ms, 2m). Twelve runs of 5 s take about a minute.
-    #[arg(long, default_value = "5s", value_parser = config::parse_duration)]
+    /// How long each run writes (e.g. 10s, 500ms, 10m). Twelve runs of 10 s take about two
+    /// minutes. The harness's memory grows with the keys written, not with the run's length
+    /// (longer runs sample less often).
+    #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
     pub duration: Duration,
     /// Records per second the writer aims at.
     #[arg(long, default_value_t = CompareConfig::default().rate)]
@@ -130,9 +132,9 @@ impl CompareArgs {
 pub struct Outputs {
     /// Every figure and series.
     pub json: PathBuf,
-    /// Bytes on disk over time.
+    /// Bytes on disk over time, a panel per backend.
     pub bytes_chart: PathBuf,
-    /// Write p99 over time.
+    /// Write and lookup p99 over time, a panel per backend.
     pub p99_chart: PathBuf,
 }
 
@@ -280,7 +282,7 @@ fn bar_style() -> ProgressStyle {
 pub fn render(report: &CompareReport, outputs: &Outputs) -> String {
     let mut text = report::render(report);
     text.push_str(&format!(
-        "\nwritten: {} (bytes on disk over time), {} (write p99 over time), {} (every figure \
+        "\nwritten: {} (bytes on disk over time), {} (write and lookup p99 over time), {} (every figure \
          and series)\n",
         outputs.bytes_chart.display(),
         outputs.p99_chart.display(),
