@@ -147,6 +147,44 @@ mod tests {
 
     use super::*;
 
+    /// Unsynced writes become durable every `DURABLE_EVERY_RECORDS` records, so the pages
+    /// their commits freed become reusable; synced writes leave nothing pending.
+    #[test]
+    fn unsynced_writes_commit_durably_every_so_many_records() {
+        use crate::storage::DURABLE_EVERY_RECORDS;
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, sync: bool| {
+            let options = EngineOptions::default().with_sync_writes(sync);
+            RedbEngine::open(&dir.path().join(name), options).unwrap()
+        };
+        let engine = open("unsynced", false);
+        let batch = 100u64;
+        let mut offset = 0u64;
+        let mut pending = Vec::new();
+        while offset < 3 * DURABLE_EVERY_RECORDS {
+            let mut writes = engine_api::WriteBatch::new();
+            for _ in 0..batch {
+                writes.put(offset.to_be_bytes().to_vec(), b"value".to_vec(), offset);
+                offset += 1;
+            }
+            engine.apply(&writes).unwrap();
+            let unsynced = engine.inner.storage().unsynced_records();
+            assert!(
+                unsynced < DURABLE_EVERY_RECORDS,
+                "{unsynced} records never made durable"
+            );
+            pending.push(unsynced);
+        }
+        // The count went back to zero at least twice: durable commits happened in between.
+        assert!(
+            pending.iter().filter(|&&n| n == 0).count() >= 2,
+            "{pending:?}"
+        );
+        let synced = open("synced", true);
+        synced.put(b"k", b"v", 0).unwrap();
+        assert_eq!(synced.inner.storage().unsynced_records(), 0);
+    }
+
     /// redb writes when it closes its file; a panic there (as on a damaged file) is contained
     /// in the drop, and the store opens again afterwards.
     #[test]

@@ -15,6 +15,9 @@ use crate::tables::{BY_OFFSET, DATA};
 /// Runs sweeper chunks against one database.
 pub(crate) struct RedbChunker<'a> {
     pub(crate) db: &'a Database,
+    /// Called before each chunk: makes the writers' commits durable when they are due (see
+    /// `RedbStorage::durable_if_due`), here rather than in a writer's apply while a sweep runs.
+    pub(crate) before_chunk: &'a dyn Fn() -> Result<()>,
 }
 
 impl SweepChunk for RedbChunker<'_> {
@@ -24,6 +27,7 @@ impl SweepChunk for RedbChunker<'_> {
         limit: usize,
         resume_after: Option<&[u8]>,
     ) -> Result<ChunkResult> {
+        (self.before_chunk)()?;
         let upper = index_upper_bound(threshold);
         let mut txn = self.db.begin_write().redb()?;
         // The write lock is held from here: what writers wait for.
