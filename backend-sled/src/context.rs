@@ -40,7 +40,7 @@ pub const SLED_IO_THREADS: u64 = 128;
 pub const MEMORY_PER_BUCKET: u64 = 3 << 20;
 
 /// Sizes and limits of a [`SledContext`]. `Default` suits a process hosting up to 1,024 buckets.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SledContextOptions {
     /// The bucket budget and the page-cache budget split evenly among its buckets (each at least
     /// [`MIN_CACHE_BYTES_PER_BUCKET`]; default 1,024 buckets sharing 1 GiB, sled's default for a
@@ -50,6 +50,15 @@ pub struct SledContextOptions {
     /// `sync_writes = false` reach disk (default 500 ms, sled's default; `None`: only synced
     /// writes, watermark changes, explicit flushes and closes flush).
     pub flush_every: Option<Duration>,
+    /// The smallest database a reclaim rebuilds into a fresh one (default
+    /// [`crate::MIN_REBUILD_BYTES`]; `u64::MAX`: never). Above it a bucket is rebuilt whenever
+    /// its database has grown to [`crate::REBUILD_GROWTH`] times its size after the last
+    /// rebuild; see the crate README for what that costs and saves.
+    pub rebuild_min_bytes: u64,
+    /// A bucket is rebuilt when its database has grown to this multiple of its size right
+    /// after the last rebuild (default [`crate::REBUILD_GROWTH`]; at least 1: 1 rebuilds at
+    /// every reclaim above `rebuild_min_bytes`).
+    pub rebuild_growth: f64,
 }
 
 impl Default for SledContextOptions {
@@ -57,6 +66,8 @@ impl Default for SledContextOptions {
         SledContextOptions {
             budget: CacheBudget::default(),
             flush_every: Some(Duration::from_millis(500)),
+            rebuild_min_bytes: crate::MIN_REBUILD_BYTES,
+            rebuild_growth: crate::REBUILD_GROWTH,
         }
     }
 }
@@ -90,6 +101,8 @@ struct Inner {
     cache_share: u64,
     budget: BucketBudget,
     flusher: Option<Flusher>,
+    /// Held by the one bucket rebuilding now (see [`crate::rebuild`]).
+    rebuild_slot: Mutex<()>,
 }
 
 impl std::fmt::Debug for SledContext {
@@ -105,9 +118,15 @@ impl SledContext {
     /// Creates the budget and starts the flusher thread (if `flush_every` is set).
     ///
     /// Errors: [`engine_api::Error::InvalidInput`] when the cache share per bucket would be below
-    /// [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0; [`engine_api::Error::Backend`] when the thread
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`], `max_buckets` is 0 or `rebuild_growth` is below 1; [`engine_api::Error::Backend`] when the thread
     /// cannot be started.
     pub fn new(settings: SledContextOptions) -> Result<Self> {
+        if !(settings.rebuild_growth.is_finite() && settings.rebuild_growth >= 1.0) {
+            return Err(engine_api::Error::InvalidInput(format!(
+                "sled rebuild_growth must be a finite number of at least 1, not {}",
+                settings.rebuild_growth
+            )));
+        }
         let cache_share = settings.budget.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
         let flusher = settings.flush_every.map(Flusher::start).transpose()?;
         Ok(SledContext {
@@ -116,6 +135,7 @@ impl SledContext {
                 cache_share,
                 settings,
                 flusher,
+                rebuild_slot: Mutex::new(()),
             }),
         })
     }
@@ -169,6 +189,18 @@ impl SledContext {
     /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
     pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
         self.inner.budget.admit(dir)
+    }
+
+    /// The context's one rebuild slot, `None` while another bucket holds it: a rebuild opens a
+    /// second database beside its bucket's, and one at a time keeps that to one extra log file,
+    /// one extra cache share and one copy's worth of CPU per context.
+    pub(crate) fn try_rebuild_slot(&self) -> Result<Option<std::sync::MutexGuard<'_, ()>>> {
+        match self.inner.rebuild_slot.try_lock() {
+            Ok(slot) => Ok(Some(slot)),
+            Err(std::sync::TryLockError::WouldBlock) => Ok(None),
+            // It guards no state: a rebuild that panicked left nothing to distrust here.
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Ok(Some(poisoned.into_inner())),
+        }
     }
 
     /// Has the flusher thread flush `db` from now on (nothing without a flusher).

@@ -80,6 +80,11 @@ impl Delta {
     pub(crate) fn remove(&mut self, key: &[u8], stored: &[u8]) {
         self.0 = self.0.wrapping_sub(row_hash(key, stored));
     }
+
+    /// The digest of a table that started empty and changed by this delta.
+    pub(crate) fn total(self) -> u64 {
+        self.0
+    }
 }
 
 /// The digest and row count of every row of `data`: what the rows sled restored add up to.

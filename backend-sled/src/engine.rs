@@ -93,7 +93,21 @@ impl SledEngine {
         self.inner.storage().set_chunk_hook(hook)
     }
 
-    /// sled's own figure for the bytes its files occupy.
+    /// Rebuilds into a fresh database this engine has switched to since it was opened (see
+    /// [`crate::REBUILD_GROWTH`]).
+    pub fn rebuilds(&self) -> u64 {
+        self.inner.storage().rebuilds()
+    }
+
+    /// The generation of the sled database in use: 0 until the bucket's first rebuild, then one
+    /// more with each ([`crate::GENERATION_FILE`] names it on disk).
+    pub fn generation(&self) -> Result<u64> {
+        self.inner
+            .read_storage("generation", |s| Ok(s.generation()?.number))
+    }
+
+    /// sled's own figure for the bytes its files occupy (with those of a generation switched
+    /// away from that a reader still held).
     pub fn size_on_disk(&self) -> Result<u64> {
         self.inner
             .read_storage("size_on_disk", SledStorage::size_on_disk)
@@ -147,29 +161,37 @@ impl SledEngine {
         // The skeleton writes the marker first: a directory of another backend (or a newer build)
         // is refused before sled creates anything in it.
         let inner = DiskEngine::open(path, options, |init: StorageInit<'_>| {
-            let db_dir = init.dir.join(DB_SUBDIR);
+            // The generation the pointer names (a store never rebuilt: `DB_SUBDIR`).
+            let number = crate::generation::current(init.dir)?;
+            let db_dir = crate::generation::db_dir(init.dir, number);
             let mode = init.options.open_mode;
             // sled creates a missing database; it must not where a store lived, nor for an open
             // of an existing store.
             init.require_engine_file(&db_dir.join(SLED_DB_FILE), "sled database", FileStart::Log)?;
-            // No flusher thread per database: the context's one thread flushes every bucket.
-            let config = sled::Config::new()
-                .path(&db_dir)
-                .cache_capacity(context.cache_bytes_per_bucket())
-                .flush_every_ms(None);
             let chunks = init.options.chunk_sizer(MAX_SWEEP_CHUNK_ROWS);
             SledStorage::open(
                 context,
                 lease,
                 init.dir,
+                number,
                 &db_dir,
-                &config,
                 chunks,
                 mode.writes(),
             )
         })?;
         Ok(SledEngine { inner })
     }
+}
+
+/// sled's configuration of a bucket's database in `db_dir`, with a page cache of `cache_bytes`.
+/// Built afresh for every database: sled panics when a path is set on a clone of a
+/// configuration.
+pub(crate) fn sled_config(db_dir: &Path, cache_bytes: u64) -> sled::Config {
+    // No flusher thread per database: the context's one thread flushes every bucket.
+    sled::Config::new()
+        .path(db_dir)
+        .cache_capacity(cache_bytes)
+        .flush_every_ms(None)
 }
 
 impl OpenEngine for SledEngine {
@@ -274,7 +296,13 @@ mod tests {
         // k1's older version, as sled serves it from an older page: it decodes, its tag is
         // below the applied end and its (stale) index row is there.
         let older = engine_api::codec::encode_value(b"k1", 1, b"v");
-        engine.inner.storage().data().insert(b"k1", older).unwrap();
+        engine
+            .inner
+            .storage()
+            .data()
+            .unwrap()
+            .insert(b"k1", older)
+            .unwrap();
         let report = engine.verify().unwrap();
         let finding = report
             .finding(engine_api::verify::Damage::DigestMismatch)

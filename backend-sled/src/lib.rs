@@ -22,8 +22,11 @@ mod digest;
 mod engine;
 mod errors;
 mod flusher;
+mod generation;
 mod meta;
+mod rebuild;
 mod registry;
+mod scan;
 mod storage;
 
 pub use chunk::ChunkHook;
@@ -33,3 +36,5 @@ pub use context::{
 };
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
 pub use engine_api::sweeper::SweepTotals;
+pub use generation::GENERATION_FILE;
+pub use rebuild::{MIN_REBUILD_BYTES, REBUILD_GROWTH};

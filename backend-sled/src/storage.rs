@@ -9,7 +9,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use engine_api::batch::Record;
 use engine_api::budget::BucketLease;
@@ -26,10 +26,13 @@ use crate::context::SledContext;
 use crate::digest;
 use crate::engine::SLED_DB_FILE;
 use crate::errors::{BACKEND, sled_error, store_failed, tx_error};
+use crate::generation::{self, Generation};
 use crate::meta;
 use crate::registry::{self, OpenStore};
+use crate::scan::for_each_chunk;
 
-/// One bucket's sled database: trees `data`, `by_offset` and `meta`.
+/// One bucket's sled database, its current [`Generation`]: trees `data`, `by_offset` and
+/// `meta`. A reclaim may rebuild it into a fresh one ([`crate::rebuild`]) and switch to that.
 ///
 /// If a flush that follows a committed write fails, the storage is marked failed: from then on
 /// [`Storage::check_usable`] refuses with [`Error::StoreFailed`], so every write, watermark
@@ -37,12 +40,20 @@ use crate::registry::{self, OpenStore};
 /// [`store_failed`] for why a retry must not simply succeed).
 pub(crate) struct SledStorage {
     /// The bucket directory (named in [`Error::StoreFailed`]).
-    dir: PathBuf,
-    /// Shared (weakly) with the context's flusher thread.
-    db: Arc<sled::Db>,
-    data: sled::Tree,
-    by_offset: sled::Tree,
-    meta: sled::Tree,
+    pub(crate) dir: PathBuf,
+    /// The current generation. Writers hold `switch` (shared) while they use it, so a rebuild
+    /// swaps it only between two writes; readers clone it and never wait for a rebuild.
+    pub(crate) current: Mutex<Arc<Generation>>,
+    /// Shared by every write for its whole duration, exclusive for a rebuild's switch.
+    pub(crate) switch: RwLock<()>,
+    /// Generations switched away from whose files are still there because a reader held them;
+    /// removed by the next reclaim (or the next writable open).
+    pub(crate) retired: Mutex<Vec<Arc<Generation>>>,
+    /// The database's size right after the last rebuild (0 before any): see
+    /// [`crate::rebuild::due`].
+    pub(crate) rebuilt_size: AtomicU64,
+    /// Rebuilds switched to since open.
+    pub(crate) rebuilds: AtomicU64,
     /// How each sweep sizes its chunks: `sweep_chunk_rows` already capped at
     /// [`MAX_SWEEP_CHUNK_ROWS`](crate::MAX_SWEEP_CHUNK_ROWS), and `sweep_chunk_time`.
     chunks: ChunkSizer,
@@ -58,8 +69,9 @@ pub(crate) struct SledStorage {
     /// background threads, and the flusher through one flush, may hold the log a moment longer;
     /// a reopen waits for it, see the `registry` module).
     _lease: BucketLease,
-    /// Keeps the flusher thread (and the budget) alive while the bucket is open.
-    _context: SledContext,
+    /// Keeps the flusher thread (and the budget) alive while the bucket is open; rebuilds take
+    /// its rebuild slot and register the new database with its flusher.
+    pub(crate) context: SledContext,
     /// Declared last so it drops after every sled handle above (fields drop in order).
     _open_store: OpenStore,
 }
@@ -86,27 +98,26 @@ impl SledStorage {
     /// gets them from that scan and, when `writes`, persisted. That is a write, so the metadata
     /// the skeleton checks next is checked first: a store the skeleton will refuse (a newer
     /// format, damaged metadata) is never written to.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         context: &SledContext,
         lease: BucketLease,
         dir: &Path,
+        number: u64,
         db_dir: &Path,
-        config: &sled::Config,
         chunks: ChunkSizer,
         writes: bool,
     ) -> Result<Self> {
-        let (db, open_store) = registry::open(dir, db_dir, config)?;
-        let db = Arc::new(db);
-        let tree = |name: &str| db.open_tree(name).map_err(sled_error);
-        let data = tree("data")?;
-        let by_offset = tree("by_offset")?;
-        let meta_tree = tree("meta")?;
+        let config = crate::engine::sled_config(db_dir, context.cache_bytes_per_bucket());
+        let (db, open_store) = registry::open(dir, db_dir, &config)?;
+        let current = Generation::new(number, db)?;
         let mut storage = SledStorage {
             dir: dir.to_path_buf(),
-            db,
-            data,
-            by_offset,
-            meta: meta_tree,
+            current: Mutex::new(Arc::new(current)),
+            switch: RwLock::new(()),
+            retired: Mutex::new(Vec::new()),
+            rebuilt_size: AtomicU64::new(0),
+            rebuilds: AtomicU64::new(0),
             chunks,
             live_entries: AtomicU64::new(0),
             failed: AtomicBool::new(false),
@@ -114,14 +125,24 @@ impl SledStorage {
             #[cfg(test)]
             fail_next_flush: AtomicBool::new(false),
             _lease: lease,
-            _context: context.clone(),
+            context: context.clone(),
             _open_store: open_store,
         };
         storage.check_meta()?;
-        let restored_live = meta::restore_live(&storage.meta, dir)?;
-        let restored_digest = digest::restore(&storage.meta)?;
+        if writes {
+            // Now that the current generation is open (sled's lock proves nobody else has the
+            // bucket), what a rebuild left behind is removed: a half-built copy or a generation
+            // switched away from.
+            let removed = generation::remove_others(dir, number)?;
+            if removed > 0 {
+                tracing::debug!(path = %dir.display(), removed, "removed stale sled generations");
+            }
+        }
+        let store = storage.generation()?;
+        let restored_live = meta::restore_live(&store.meta, dir)?;
+        let restored_digest = digest::restore(&store.meta)?;
         // Every row, hashed: what sled actually restored (see `digest` for why sled needs it).
-        let rows = digest::scan(&storage.data)?;
+        let rows = digest::scan(&store.data)?;
         if let digest::Restored::Current(recorded) = restored_digest
             && recorded != rows.digest
         {
@@ -131,16 +152,31 @@ impl SledStorage {
         if writes && missing {
             // Nothing else can write yet: the registry refuses a second open in this process.
             if restored_live.is_none() {
-                meta::persist_live(&storage.meta, rows.rows)?;
+                meta::persist_live(&store.meta, rows.rows)?;
             }
-            digest::persist(&storage.meta, rows)?;
-            storage.db.flush().map_err(sled_error)?;
+            digest::persist(&store.meta, rows)?;
+            store.db.flush().map_err(sled_error)?;
         }
         // A read-only open of a store without a current digest has nothing to compare the rows
         // with: it checks nothing and writes nothing (its count is kept in memory only).
         *storage.live_entries.get_mut() = restored_live.unwrap_or(rows.rows);
-        context.register(&storage.db);
+        context.register(&store.db);
         Ok(storage)
+    }
+
+    /// The current generation (a clone: a rebuild may switch to another meanwhile).
+    pub(crate) fn generation(&self) -> Result<Arc<Generation>> {
+        Ok(Arc::clone(&*engine_api::sync::lock(
+            &self.current,
+            "sled generation",
+        )?))
+    }
+
+    /// The current generation for a write, and the shared side of the switch lock, held until
+    /// the write is done so a rebuild cannot switch away in the middle of it.
+    fn writing(&self) -> Result<(RwLockReadGuard<'_, ()>, Arc<Generation>)> {
+        let guard = engine_api::sync::read(&self.switch, "sled generation switch")?;
+        Ok((guard, self.generation()?))
     }
 
     /// The same check the skeleton runs at open (format version, watermark, applied end), run
@@ -166,15 +202,33 @@ impl SledStorage {
         self.chunks.max_rows()
     }
 
-    /// sled's own figure for the bytes its files occupy.
+    /// sled's own figure for the bytes its files occupy: the current generation's, plus those of
+    /// generations switched away from whose files are still there.
     pub(crate) fn size_on_disk(&self) -> Result<u64> {
-        self.db.size_on_disk().map_err(sled_error)
+        let mut total = self.generation()?.size_on_disk()?;
+        for old in engine_api::sync::lock(&self.retired, "sled retired generations")?.iter() {
+            total = total.saturating_add(old.size_on_disk()?);
+        }
+        Ok(total)
     }
 
     /// The `data` tree, for tests that change rows behind the engine's back.
     #[cfg(test)]
-    pub(crate) fn data(&self) -> &sled::Tree {
-        &self.data
+    pub(crate) fn data(&self) -> Result<sled::Tree> {
+        Ok(self.generation()?.data.clone())
+    }
+
+    /// Marks the storage failed after a write whose durability is unknown (see
+    /// [`Error::StoreFailed`]).
+    pub(crate) fn fail(&self, cause: &dyn fmt::Display) {
+        self.failed.store(true, Ordering::Release);
+        tracing::error!(path = %self.dir.display(), error = %cause,
+            "a sled write whose durability is unknown failed; the store must be reopened");
+    }
+
+    /// Rebuilds switched to since open.
+    pub(crate) fn rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Acquire)
     }
 
     /// Whether a flush after a committed write has failed.
@@ -192,40 +246,40 @@ impl SledStorage {
     /// Writes `row` verbatim into `by_offset` and flushes (tests of unreadable index rows).
     #[cfg(feature = "testing")]
     pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        self.by_offset.insert(row, &[][..]).map_err(sled_error)?;
-        self.flush_db().map_err(sled_error)
+        let (_switch, store) = self.writing()?;
+        store.by_offset.insert(row, &[][..]).map_err(sled_error)?;
+        self.flush_db(&store).map_err(sled_error)
     }
 
     /// Removes `row` from `by_offset` and flushes; whether it was there (tests of data rows
     /// missing their index row).
     #[cfg(feature = "testing")]
     pub(crate) fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        let removed = self.by_offset.remove(row).map_err(sled_error)?.is_some();
-        self.flush_db().map_err(sled_error)?;
+        let (_switch, store) = self.writing()?;
+        let removed = store.by_offset.remove(row).map_err(sled_error)?.is_some();
+        self.flush_db(&store).map_err(sled_error)?;
         Ok(removed)
     }
 
     /// Flushes after a committed write. On failure the write is visible but maybe not durable,
     /// and nothing would stop a retry from being acknowledged without a flush, so the storage is
     /// marked failed before the error is returned.
-    fn flush_committed(&self) -> Result<()> {
-        if let Err(e) = self.flush_db() {
-            self.failed.store(true, Ordering::Release);
-            tracing::error!(path = %self.dir.display(), error = %e,
-                "sled flush after a committed write failed; the store must be reopened");
+    fn flush_committed(&self, store: &Generation) -> Result<()> {
+        if let Err(e) = self.flush_db(store) {
+            self.fail(&e);
             return Err(store_failed(&self.dir, Some(e)));
         }
         Ok(())
     }
 
-    fn flush_db(&self) -> sled::Result<()> {
+    fn flush_db(&self, store: &Generation) -> sled::Result<()> {
         #[cfg(test)]
         if self.fail_next_flush.swap(false, Ordering::AcqRel) {
             return Err(sled::Error::Io(std::io::Error::other(
                 "injected flush failure",
             )));
         }
-        self.db.flush().map(drop)
+        store.db.flush().map(drop)
     }
 }
 
@@ -250,6 +304,7 @@ impl Storage for SledStorage {
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         Ok(self
+            .generation()?
             .meta
             .get(key.bytes())
             .map_err(sled_error)?
@@ -259,22 +314,26 @@ impl Storage for SledStorage {
     /// Writes the value to `meta` and flushes: this is how `W` becomes durable before the
     /// skeleton publishes it.
     fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
-        self.meta
+        let (_switch, store) = self.writing()?;
+        store
+            .meta
             .insert(key.bytes(), &encode_u64(value)[..])
             .map_err(sled_error)?;
         // `meta` now holds a value memory does not: a failed flush fails the store.
-        self.flush_committed()
+        self.flush_committed(&store)
     }
 
     fn holds_data(&self) -> Result<bool> {
-        Ok(self.data.first().map_err(sled_error)?.is_some()
-            || self.by_offset.first().map_err(sled_error)?.is_some())
+        let store = self.generation()?;
+        Ok(store.data.first().map_err(sled_error)?.is_some()
+            || store.by_offset.first().map_err(sled_error)?.is_some())
     }
 
     /// One transaction over the three trees: data rows, index rows, the applied end and the
     /// live-count delta. Durable only after [`Storage::after_commit`] flushes.
     fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-        self.meta
+        self.generation()?
+            .meta
             .scan_prefix(prefix.as_bytes())
             .map(|row| {
                 let (name, value) = row.map_err(sled_error)?;
@@ -295,7 +354,8 @@ impl Storage for SledStorage {
                 None => batch.remove(row.name.as_bytes()),
             }
         }
-        self.meta.apply_batch(batch).map_err(sled_error)
+        let (_switch, store) = self.writing()?;
+        store.meta.apply_batch(batch).map_err(sled_error)
     }
 
     fn commit(
@@ -311,7 +371,8 @@ impl Storage for SledStorage {
             .map(|r| (r.key(), r.encoded_value(), index_key(r.offset(), r.key())))
             .collect();
         let end = encode_u64(applied_end);
-        let added = (&self.data, &self.by_offset, &self.meta)
+        let (_switch, store) = self.writing()?;
+        let added = (&store.data, &store.by_offset, &store.meta)
             .transaction(
                 |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
                     // `insert` returns the previous value (this transaction's own writes
@@ -347,7 +408,10 @@ impl Storage for SledStorage {
     /// is made durable here, and a failure fails the store.
     fn after_commit(&self, sync: bool) -> Result<()> {
         if sync {
-            self.flush_committed()?;
+            // The generation current now: if a rebuild switched since the commit, the commit
+            // was copied and the new generation flushed before the switch.
+            let (_switch, store) = self.writing()?;
+            self.flush_committed(&store)?;
         }
         Ok(())
     }
@@ -362,31 +426,37 @@ impl Storage for SledStorage {
     }
 
     fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
-        let stored = self.data.get(key).map_err(sled_error)?;
+        let stored = self.generation()?.data.get(key).map_err(sled_error)?;
         read(stored.as_deref())
     }
 
     /// The shared sweeper in chunks of at most `MAX_SWEEP_CHUNK_ROWS` rows, each its own short
-    /// transaction, so writers wait for one chunk at most. A reclaim does not flush: losing its
-    /// removals in a crash only means the same covered entries are removed again.
+    /// transaction, so writers wait for one chunk at most; then, when the database has grown to
+    /// [`crate::rebuild::REBUILD_GROWTH`] times its size after the last rebuild, a rebuild into
+    /// a fresh one (whose size is then reported as the bytes rewritten). A reclaim does not
+    /// flush its sweep: losing its removals in a crash only means the same covered entries are
+    /// removed again.
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.size_on_disk()?;
         let hook = engine_api::sync::lock(&self.chunk_hook, "sled chunk hook")?.clone();
+        let store = self.generation()?;
         let chunker = Chunker {
-            data: &self.data,
-            by_offset: &self.by_offset,
-            meta: &self.meta,
+            data: &store.data,
+            by_offset: &store.by_offset,
+            meta: &store.meta,
             live_entries: &self.live_entries,
             hook: hook.as_ref(),
         };
         let totals = sweeper::sweep(&chunker, request.threshold, self.chunks, request.turns)?;
+        drop(store);
+        let bytes_rewritten = crate::rebuild::run_if_due(self)?;
         Ok(ReclaimWork {
             values_removed: totals.values_removed,
             tombstones_removed: totals.tombstones_removed,
             corrupt_kept: totals.corrupt_kept,
             bytes_before,
             bytes_after: self.size_on_disk()?,
-            bytes_rewritten: None,
+            bytes_rewritten,
             sweep: Some(totals),
         })
     }
@@ -406,7 +476,8 @@ impl Storage for SledStorage {
     /// An explicit flush promises nothing it has not done: a failure is returned and does not
     /// fail the store (a retry flushes).
     fn flush(&self) -> Result<()> {
-        self.flush_db().map_err(sled_error)
+        let (_switch, store) = self.writing()?;
+        self.flush_db(&store).map_err(sled_error)
     }
 
     /// Walks `data` (each row's index row looked up in `by_offset`, each row hashed into the
@@ -415,15 +486,19 @@ impl Storage for SledStorage {
     /// without a current one has none to compare). sled has no check of its own beyond the log
     /// checksums it verifies when it opens.
     fn verify(&self, verifier: &mut Verifier) -> Result<()> {
+        let store = self.generation()?;
         let mut scan = digest::Scan::default();
-        for row in self.data.iter() {
-            let (key, stored) = row.map_err(sled_error)?;
-            scan.row(&key, &stored);
-            verifier.indexed_data_row(&key, &stored, |row| {
-                self.by_offset.contains_key(row).map_err(sled_error)
-            })?;
-        }
-        if let digest::Restored::Current(recorded) = digest::restore(&self.meta)? {
+        // In chunks: a lookup while an iterator is alive can deadlock (see `crate::scan`).
+        for_each_chunk(&store.data, &[], |rows| {
+            for (key, stored) in rows {
+                scan.row(key, stored);
+                verifier.indexed_data_row(key, stored, |row| {
+                    store.by_offset.contains_key(row).map_err(sled_error)
+                })?;
+            }
+            Ok(())
+        })?;
+        if let digest::Restored::Current(recorded) = digest::restore(&store.meta)? {
             verifier.digest(
                 "live-row digest (every data row)",
                 digest::LIVE_DIGEST,
@@ -432,8 +507,12 @@ impl Storage for SledStorage {
                 scan.rows,
             );
         }
-        let rows = self.by_offset.iter().keys().map(|r| r.map_err(sled_error));
-        verifier.index_rows(rows, |key| self.data.get(key).map_err(sled_error))
+        // One call per chunk: the verifier adds them up.
+        for_each_chunk(&store.by_offset, &[], |rows| {
+            verifier.index_rows(rows.iter().map(|(row, _)| Ok(row)), |key| {
+                store.data.get(key).map_err(sled_error)
+            })
+        })
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -452,7 +531,8 @@ impl Storage for SledStorage {
         let tag = engine_api::codec::decode(key, stored)
             .ok()
             .map(|d| d.offset());
-        let added = (&self.data, &self.by_offset, &self.meta)
+        let (_switch, store) = self.writing()?;
+        let added = (&store.data, &store.by_offset, &store.meta)
             .transaction(
                 |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
                     let previous = data.insert(key, stored)?;
@@ -476,6 +556,6 @@ impl Storage for SledStorage {
             )
             .map_err(tx_error)?;
         self.live_entries.fetch_add(added, Ordering::AcqRel);
-        self.flush_committed()
+        self.flush_committed(&store)
     }
 }

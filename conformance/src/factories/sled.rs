@@ -2,15 +2,32 @@
 
 use std::path::Path;
 
-use backend_sled::{SledContext, SledEngine};
+use backend_sled::{SledContext, SledContextOptions, SledEngine};
 use engine_api::sweeper::SweepTotals;
-use engine_api::{EngineOptions, OpenEngine, Result};
+use engine_api::{EngineOptions, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
 
 /// Opens [`SledEngine`]s; sled persists, counts live entries exactly and accepts raw bytes.
+///
+/// Every engine comes from one context that rebuilds a bucket into a fresh database at every
+/// reclaim, however small (`rebuild_min_bytes: 0`, `rebuild_growth: 1.0`), so the whole suite
+/// (crashes, concurrency, persistence, hostile files) runs across rebuilds, which the default
+/// 4 MiB minimum would never reach in these small stores.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SledFactory;
+
+/// The context every [`SledFactory`] engine is opened in (see there).
+fn context() -> Result<SledContext> {
+    static CONTEXT: std::sync::Mutex<Option<SledContext>> = std::sync::Mutex::new(None);
+    engine_api::sync::get_or_try_init(&CONTEXT, "conformance sled context", || {
+        SledContext::new(SledContextOptions {
+            rebuild_min_bytes: 0,
+            rebuild_growth: 1.0,
+            ..SledContextOptions::default()
+        })
+    })
+}
 
 impl EngineFactory for SledFactory {
     type Engine = SledEngine;
@@ -31,7 +48,7 @@ impl EngineFactory for SledFactory {
     }
 
     fn open(&self, dir: &Path, options: EngineOptions) -> Result<SledEngine> {
-        SledEngine::open(dir, options)
+        SledEngine::open_in(&context()?, dir, options)
     }
 
     fn inject_raw(&self, engine: &SledEngine, key: &[u8], stored: &[u8]) -> Result<()> {
