@@ -30,7 +30,8 @@ pub struct Capabilities {
     /// A read-only open leaves every file of the store byte for byte as it was (the engine opens
     /// its files read-only; sled cannot).
     pub read_only_files: bool,
-    /// The store lives in files of its directory (the hostile-file cases damage them).
+    /// The store lives in files of its directory (the hostile-file cases damage them; the space
+    /// case bounds their bytes).
     pub files: bool,
     /// [`EngineFactory::faults`] gives the engine's injected-fault plan (the disk skeleton's).
     pub faults: bool,
@@ -93,6 +94,16 @@ pub trait EngineFactory: Send + Sync + 'static {
             "{} has no offset index",
             Self::NAME
         )))
+    }
+
+    /// The most bytes on disk a store of this backend holds, above its empty-store footprint, per
+    /// byte of its uncovered window under a long stream with a trailing lake (the case
+    /// `bytes_on_disk_bounded_by_the_window`: `bytes_on_disk <= multiple x window + empty
+    /// store`). A declared figure, set from a measurement with headroom, so a backend whose
+    /// space amplification grows fails the case. `None` where the store keeps no files (the case
+    /// needs [`Capabilities::files`] and refuses a backend with files that states none).
+    fn window_multiple(&self) -> Option<f64> {
+        None
     }
 
     /// Whether damage to the store file `file` (relative to the bucket directory) is always

@@ -52,6 +52,8 @@ macro_rules! for_each_case {
             live_entries_exact [ExactLiveEntries] "live_entries counts values and tombstones exactly",
             reclaim_report_consistent [] "reclaim report: threshold, counts, sane byte fields, counters agree",
             covered_estimate_never_low_with_repeated_offsets_and_gaps [] "one batch that repeats an offset and skips one: the covered estimate, reclaimable entries and bytes and the garbage ratio never read low, before and after a reclaim cuts the batch and after a reopen",
+            // space on disk
+            bytes_on_disk_bounded_by_the_window [Files] "a long stream (100,000 records of 150-byte values over 10M keys, 5 % deletes) with W trailing 10,000 records behind and a reclaim every 2,000: bytes on disk over the last half and at the end stay within the backend's stated multiple of the uncovered window's bytes plus the empty store; then every key answers its latest record in the window, a miss below W",
             // corruption
             corrupt_value_lookup_names_key [RawInjection] "lookup of an undecodable value is Error::Corrupt naming the key",
             reclaim_keeps_and_counts_corrupt [RawInjection] "reclaim keeps and counts undecodable values",

@@ -45,7 +45,7 @@ impl Need {
             Need::RawInjection => "backend cannot store raw (corrupt) bytes",
             Need::OffsetIndex => "backend does not reclaim by sweeping an offset index",
             Need::OpenExisting => "backend has no existing store to open (nothing persists)",
-            Need::Files => "backend keeps no files to damage",
+            Need::Files => "backend keeps no files: none to damage, no bytes on disk to bound",
             Need::Faults => "backend has no storage faults to inject (no disk skeleton)",
         }
     }

@@ -6,14 +6,14 @@ pub use memory::MemoryFactory;
 #[cfg(feature = "sled")]
 mod sled;
 #[cfg(feature = "sled")]
-pub use self::sled::SledFactory;
+pub use self::sled::{SLED_WINDOW_MULTIPLE, SledFactory};
 
 #[cfg(feature = "redb")]
 mod redb;
 #[cfg(feature = "redb")]
-pub use self::redb::RedbFactory;
+pub use self::redb::{REDB_WINDOW_MULTIPLE, RedbFactory};
 
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 #[cfg(feature = "rocksdb")]
-pub use self::rocksdb::RocksDbFactory;
+pub use self::rocksdb::{ROCKSDB_WINDOW_MULTIPLE, RocksDbFactory};
