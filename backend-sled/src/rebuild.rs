@@ -192,11 +192,15 @@ impl<'a> Copy<'a> {
         // Plain inserts, not batches: a sled batch pins the log while it runs, and a page it
         // must read back from the log meanwhile (the cache share is small) waits for that pin:
         // the batch deadlocks with itself.
-        for_each_chunk(&old.data, &[], |rows| {
+        // Keys written meanwhile are met or not, either way caught up by their offsets.
+        for_each_chunk(&old.data, &[], None, |rows| {
             rows.iter()
                 .try_for_each(|(key, stored)| copy.put(key, stored))
         })?;
-        for_each_chunk(&old.by_offset, &[], |rows| {
+        // Below `S` only: index rows written meanwhile land at the end of the range, and a scan
+        // that followed them would chase the writers for as long as they write.
+        let below = index_upper_bound(copy.from);
+        for_each_chunk(&old.by_offset, &[], Some(&below), |rows| {
             for (row, _) in rows {
                 new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
             }
@@ -205,14 +209,25 @@ impl<'a> Copy<'a> {
         Ok(copy)
     }
 
-    /// Copies again what was written since the last round: index rows at offsets from `from`
-    /// on, and the current value of each of their keys. Returns how many index rows it met.
+    /// Copies again what was written since the last round: index rows at offsets from `from` up
+    /// to the applied end read first, and the current value of each of their keys. Returns how
+    /// many index rows it met. Bounded above, so it ends while writers go on (what they write
+    /// meanwhile is the next round's).
     pub(crate) fn catch_up(&mut self) -> Result<u64> {
+        self.catch_up_to(true)
+    }
+
+    /// [`Self::catch_up`], bounded above by the applied end read first or (with writers held
+    /// off) not at all: the unbounded last round also meets every index row above the offsets,
+    /// such as an unreadable one shorter than an offset, so the rounds together cover every key.
+    fn catch_up_to(&mut self, bounded: bool) -> Result<u64> {
         // Read before the scan: whatever commits later is at or above it.
         let end = applied_end(&self.old.meta)?;
         let mut met = 0;
         let (old, new) = (self.old, self.new);
-        for_each_chunk(&old.by_offset, &index_upper_bound(self.from), |rows| {
+        let (from, until) = (index_upper_bound(self.from), index_upper_bound(end));
+        let until = bounded.then_some(&until[..]);
+        for_each_chunk(&old.by_offset, &from, until, |rows| {
             for (row, _) in rows {
                 new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
                 if let Some((_, key)) = parse_index_key(row)
@@ -232,10 +247,10 @@ impl<'a> Copy<'a> {
     /// against the digest and count the old database recorded. A copy that does not add up is
     /// an error, and nothing of it may be used.
     pub(crate) fn finish(mut self, dir: &std::path::Path) -> Result<u64> {
-        self.catch_up()?;
+        self.catch_up_to(false)?;
         self.new.meta.clear().map_err(sled_error)?;
         let new = self.new;
-        for_each_chunk(&self.old.meta, &[], |rows| {
+        for_each_chunk(&self.old.meta, &[], None, |rows| {
             for (name, value) in rows {
                 new.meta.insert(name, value).map_err(sled_error)?;
             }

@@ -17,17 +17,19 @@ use crate::errors::sled_error;
 /// Rows read per chunk.
 const CHUNK_ROWS: usize = 256;
 
-/// Calls `f` with every row of `tree` whose key is at or above `from`, in key order, a chunk at
-/// a time; no iterator of `tree` is alive while `f` runs.
+/// Calls `f` with every row of `tree` whose key is at or above `from` (and below `until`, when
+/// given), in key order, a chunk at a time; no iterator of `tree` is alive while `f` runs.
 pub(crate) fn for_each_chunk(
     tree: &sled::Tree,
     from: &[u8],
+    until: Option<&[u8]>,
     mut f: impl FnMut(&[(IVec, IVec)]) -> Result<()>,
 ) -> Result<()> {
     let mut lower: Bound<IVec> = Bound::Included(IVec::from(from));
+    let upper: Bound<IVec> = until.map_or(Bound::Unbounded, |u| Bound::Excluded(IVec::from(u)));
     loop {
         let chunk = tree
-            .range::<IVec, _>((lower.clone(), Bound::Unbounded))
+            .range::<IVec, _>((lower.clone(), upper.clone()))
             .take(CHUNK_ROWS)
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(sled_error)?;
@@ -57,7 +59,7 @@ mod tests {
             tree.insert(i.to_be_bytes(), &[][..]).unwrap();
         }
         let mut seen = Vec::new();
-        for_each_chunk(&tree, &10u32.to_be_bytes(), |chunk| {
+        for_each_chunk(&tree, &10u32.to_be_bytes(), None, |chunk| {
             assert!(chunk.len() <= CHUNK_ROWS);
             // No iterator is alive: writing the tree from here cannot deadlock.
             tree.insert(b"zz", &[][..]).unwrap();
@@ -70,5 +72,18 @@ mod tests {
             .chain([IVec::from(&b"zz"[..])])
             .collect();
         assert_eq!(seen, expected);
+
+        let mut bounded = 0;
+        for_each_chunk(
+            &tree,
+            &10u32.to_be_bytes(),
+            Some(&600u32.to_be_bytes()),
+            |chunk| {
+                bounded += chunk.len();
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(bounded, 590);
     }
 }

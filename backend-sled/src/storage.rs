@@ -489,7 +489,7 @@ impl Storage for SledStorage {
         let store = self.generation()?;
         let mut scan = digest::Scan::default();
         // In chunks: a lookup while an iterator is alive can deadlock (see `crate::scan`).
-        for_each_chunk(&store.data, &[], |rows| {
+        for_each_chunk(&store.data, &[], None, |rows| {
             for (key, stored) in rows {
                 scan.row(key, stored);
                 verifier.indexed_data_row(key, stored, |row| {
@@ -508,7 +508,7 @@ impl Storage for SledStorage {
             );
         }
         // One call per chunk: the verifier adds them up.
-        for_each_chunk(&store.by_offset, &[], |rows| {
+        for_each_chunk(&store.by_offset, &[], None, |rows| {
             verifier.index_rows(rows.iter().map(|(row, _)| Ok(row)), |key| {
                 store.data.get(key).map_err(sled_error)
             })

@@ -124,7 +124,7 @@ fn writers_and_readers_during_rebuilds_lose_and_resurrect_nothing() {
                 first += 50;
                 // A stream's pace, not synchronisation: sled's process-wide transaction lock
                 // is taken back to back by a writer that never pauses, and every other sled
-                // call of the process (these lookups, the rebuild's copy) starves behind it.
+                // call of the process (these lookups as much as the rebuild's copy) starves.
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
             first
