@@ -85,16 +85,56 @@ pub(crate) fn current(dir: &Path) -> Result<u64> {
     Ok(number)
 }
 
+/// A failed [`publish`]: whether the pointer had been renamed into place when it failed.
+#[derive(Debug)]
+pub(crate) struct PublishError {
+    /// `false`: the pointer still names the previous generation.
+    pub(crate) renamed: bool,
+    pub(crate) source: std::io::Error,
+}
+
 /// Makes generation `number` current, durably: the pointer is written to a temporary file,
 /// synced, renamed over [`GENERATION_FILE`], and the directory synced.
-pub(crate) fn publish(dir: &Path, number: u64) -> Result<()> {
+pub(crate) fn publish(dir: &Path, number: u64) -> std::result::Result<(), PublishError> {
+    let before = |source| PublishError {
+        renamed: false,
+        source,
+    };
     let tmp = dir.join(GENERATION_TMP);
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(format!("{number}\n").as_bytes())?;
-    file.sync_all()?;
+    let mut file = fs::File::create(&tmp).map_err(before)?;
+    file.write_all(format!("{number}\n").as_bytes())
+        .map_err(before)?;
+    file.sync_all().map_err(before)?;
     drop(file);
-    fs::rename(&tmp, dir.join(GENERATION_FILE))?;
-    fs::File::open(dir)?.sync_all()?;
+    // A rename that reports an error may still have happened.
+    let after = |source| PublishError {
+        renamed: true,
+        source,
+    };
+    fs::rename(&tmp, dir.join(GENERATION_FILE)).map_err(after)?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(after)
+}
+
+/// Syncs every file and directory under `db_dir` and the directory holding it, so a pointer
+/// written next never names files a crash could lose.
+pub(crate) fn sync_tree(db_dir: &Path) -> Result<()> {
+    fn sync_dir(dir: &Path) -> std::io::Result<()> {
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                sync_dir(&entry.path())?;
+            } else {
+                fs::File::open(entry.path())?.sync_all()?;
+            }
+        }
+        fs::File::open(dir)?.sync_all()
+    }
+    sync_dir(db_dir)?;
+    if let Some(parent) = db_dir.parent() {
+        fs::File::open(parent)?.sync_all()?;
+    }
     Ok(())
 }
 

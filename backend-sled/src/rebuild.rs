@@ -81,11 +81,16 @@ pub(crate) fn run_if_due(storage: &SledStorage) -> Result<Option<u64>> {
         return Ok(None);
     };
     let old = storage.generation()?;
-    let number = old.number.saturating_add(1);
+    let Some(number) = old.number.checked_add(1) else {
+        // Only a hand-edited pointer gets here; the next number would be the current one.
+        return Ok(None);
+    };
     let dir = generation::db_dir(&storage.dir, number);
     let built = build(storage, &old, number, &dir);
     let (new, rows) = match built {
         Ok(built) => built,
+        // The pointer may name the new generation already: keep both, the store has failed.
+        Err(e) if storage.is_failed() => return Err(e),
         Err(e) => {
             tracing::warn!(path = %storage.dir.display(), error = %e,
                 "rebuilding the sled database into a fresh one failed; keeping the current one");
@@ -98,7 +103,8 @@ pub(crate) fn run_if_due(storage: &SledStorage) -> Result<Option<u64>> {
             return Ok(None);
         }
     };
-    let size = new.size_on_disk()?;
+    // The switch is done: the bookkeeping below must not fail half way.
+    let size = new.size_on_disk().unwrap_or(0);
     tracing::debug!(path = %storage.dir.display(), generation = number, rows,
         bytes_before = old.size_on_disk().unwrap_or(0), bytes_after = size,
         "rebuilt the sled database");
@@ -136,9 +142,17 @@ fn build(
     engine_api::disk::Storage::check_usable(storage)?;
     let rows = copy.finish(&storage.dir)?;
     new.db.flush().map_err(sled_error)?;
+    // sled syncs its log but not its directories nor its `conf`: all of it must be durable
+    // before the pointer may name it.
+    generation::sync_tree(dir)?;
     if let Err(e) = generation::publish(&storage.dir, number) {
-        storage.fail(&e);
-        return Err(store_failed(&storage.dir, None));
+        if !e.renamed {
+            // The pointer did not change: the old generation is still the store.
+            return Err(Error::Io(e.source));
+        }
+        // Renamed, but perhaps not durably: which generation a reopen finds is unknown.
+        storage.fail(&e.source);
+        return Err(store_failed(&storage.dir, Some(sled::Error::Io(e.source))));
     }
     let new = Arc::new(new);
     *engine_api::sync::lock(&storage.current, "sled generation")? = Arc::clone(&new);

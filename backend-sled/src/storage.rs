@@ -128,16 +128,21 @@ impl SledStorage {
             context: context.clone(),
             _open_store: open_store,
         };
-        storage.check_meta()?;
-        if writes {
-            // Now that the current generation is open (sled's lock proves nobody else has the
-            // bucket), what a rebuild left behind is removed: a half-built copy or a generation
-            // switched away from.
-            let removed = generation::remove_others(dir, number)?;
-            if removed > 0 {
-                tracing::debug!(path = %dir.display(), removed, "removed stale sled generations");
-            }
+        // Read again now that sled's lock on this generation is held: a pointer that moved
+        // meanwhile means another process has the bucket open and rebuilt it.
+        if generation::current(dir)? != number {
+            return Err(Error::backend(
+                BACKEND,
+                std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!(
+                        "{} switched to another sled generation while it was being opened:                          another process has it open",
+                        dir.display()
+                    ),
+                ),
+            ));
         }
+        storage.check_meta()?;
         let store = storage.generation()?;
         let restored_live = meta::restore_live(&store.meta, dir)?;
         let restored_digest = digest::restore(&store.meta)?;
@@ -147,6 +152,14 @@ impl SledStorage {
             && recorded != rows.digest
         {
             return Err(digest_mismatch(dir, db_dir, recorded, rows));
+        }
+        if writes {
+            // The current generation is open under sled's lock and its rows add up: what a
+            // rebuild left behind goes (a half-built copy, a generation switched away from).
+            let removed = generation::remove_others(dir, number)?;
+            if removed > 0 {
+                tracing::debug!(path = %dir.display(), removed, "removed stale sled generations");
+            }
         }
         let missing = restored_live.is_none() || restored_digest == digest::Restored::Missing;
         if writes && missing {
