@@ -13,8 +13,8 @@
 //!    current database is copied into a new one (writers go on; a sled iterator sees each key at
 //!    some version no older than at `S`);
 //! 2. *catch up*: every write committed since `S` has an index row at an offset `>= S`, so the
-//!    rows at those offsets (and their keys' current values) are copied again; repeated once,
-//!    so the last round is short;
+//!    rows from `S` up to the applied end read then (and their keys' current values) are copied
+//!    again, so the round with writers held off is short;
 //! 3. *switch*, with writers held off: a last catch-up, `meta` copied whole, and the copy checked
 //!    against the live-row digest and count the old database's commits recorded (a copy that
 //!    does not add up is dropped, and the old database stays); then the new database is flushed,
@@ -62,11 +62,11 @@ pub(crate) fn due(size: u64, rebuilt_size: u64, min_bytes: u64, growth: f64) -> 
 /// rebuilding (the extra database a rebuild opens is bounded to one per context); returns the
 /// new generation's size when it switched.
 ///
-/// A rebuild that fails before the switch leaves the store as it was: it is logged, its files
-/// are removed, and the reclaim that ran it succeeds (the next one tries again). A failure while
-/// the pointer is written leaves unknown which generation a reopen finds, so the store fails
-/// ([`Error::StoreFailed`]) and must be reopened: both generations hold the same rows then,
-/// since writers were held off.
+/// A rebuild that fails before the pointer's rename leaves the store as it was: it is logged,
+/// its files are removed, and the reclaim that ran it succeeds (the next one tries again). A
+/// failure at or after the rename leaves unknown which generation a reopen finds, so the store
+/// fails ([`Error::StoreFailed`]) and must be reopened, and both generations are kept: they hold
+/// the same rows, since writers were held off.
 pub(crate) fn run_if_due(storage: &SledStorage) -> Result<Option<u64>> {
     remove_retired(storage)?;
     if !due(
@@ -224,20 +224,18 @@ impl<'a> Copy<'a> {
     }
 
     /// Copies again what was written since the last round: index rows at offsets from `from` up
-    /// to the applied end read first, and the current value of each of their keys. Returns how
-    /// many index rows it met. Bounded above, so it ends while writers go on (what they write
-    /// meanwhile is the next round's).
-    pub(crate) fn catch_up(&mut self) -> Result<u64> {
+    /// to the applied end read first, and the current value of each of their keys. Bounded
+    /// above, so it ends while writers go on (what they write meanwhile is the next round's).
+    pub(crate) fn catch_up(&mut self) -> Result<()> {
         self.catch_up_to(true)
     }
 
     /// [`Self::catch_up`], bounded above by the applied end read first or (with writers held
     /// off) not at all: the unbounded last round also meets every index row above the offsets,
     /// such as an unreadable one shorter than an offset, so the rounds together cover every key.
-    fn catch_up_to(&mut self, bounded: bool) -> Result<u64> {
+    fn catch_up_to(&mut self, bounded: bool) -> Result<()> {
         // Read before the scan: whatever commits later is at or above it.
         let end = applied_end(&self.old.meta)?;
-        let mut met = 0;
         let (old, new) = (self.old, self.new);
         let (from, until) = (index_upper_bound(self.from), index_upper_bound(end));
         let until = bounded.then_some(&until[..]);
@@ -249,12 +247,11 @@ impl<'a> Copy<'a> {
                 {
                     self.put(key, &stored)?;
                 }
-                met += 1;
             }
             Ok(())
         })?;
         self.from = end;
-        Ok(met)
+        Ok(())
     }
 
     /// With writers held off: the last catch-up, `meta` copied whole, and the copy checked

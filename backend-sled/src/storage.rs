@@ -136,7 +136,8 @@ impl SledStorage {
                 std::io::Error::new(
                     std::io::ErrorKind::WouldBlock,
                     format!(
-                        "{} switched to another sled generation while it was being opened:                          another process has it open",
+                        "{} switched to another sled generation while it was being opened: \
+                         another process has it open",
                         dir.display()
                     ),
                 ),
