@@ -227,6 +227,8 @@ fn durability(sync: bool) -> Durability {
 
 impl Storage for RedbStorage {
     const BACKEND: &'static str = BACKEND;
+    /// A sweep visits only the covered index rows.
+    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Proportional;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         let txn = self.db.begin_read()?;

@@ -285,6 +285,8 @@ impl RocksDbStorage {
 
 impl Storage for RocksDbStorage {
     const BACKEND: &'static str = BACKEND;
+    /// A compaction of the bucket rewrites its live data.
+    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Rewrite;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.db

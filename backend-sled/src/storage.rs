@@ -315,6 +315,8 @@ fn digest_mismatch(dir: &Path, db_dir: &Path, recorded: u64, rows: digest::Scan)
 
 impl Storage for SledStorage {
     const BACKEND: &'static str = BACKEND;
+    /// A sweep visits only the covered index rows.
+    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Proportional;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         Ok(self

@@ -14,7 +14,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use engine_api::{
-    Engine, EngineOptions, Error, MemoryEngine, ReclaimReport, Result, WriteBatch, forward_engine,
+    Engine, EngineOptions, Error, MemoryEngine, ReclaimCost, ReclaimReport, Result, WriteBatch,
+    forward_engine,
 };
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{BucketId, ReclaimPolicy, ReclaimScheduler, SchedulerConfig};
@@ -91,21 +92,33 @@ struct FakeEngine {
     probe: Arc<Probe>,
     fail_next: AtomicU32,
     starts: Mutex<Vec<Instant>>,
+    /// What its reclaim declares to cost (the scheduler's policy follows it).
+    cost: ReclaimCost,
 }
 
 impl FakeEngine {
     fn new(probe: &Arc<Probe>) -> Arc<Self> {
+        Self::costing(probe, ReclaimCost::Proportional)
+    }
+
+    fn costing(probe: &Arc<Probe>, cost: ReclaimCost) -> Arc<Self> {
         Arc::new(FakeEngine {
             inner: MemoryEngine::new(EngineOptions::default()),
             probe: Arc::clone(probe),
             fail_next: AtomicU32::new(0),
             starts: Mutex::new(Vec::new()),
+            cost,
         })
     }
 
     /// `n` keys at offsets `0..n`, with `W = covered`.
     fn filled(probe: &Arc<Probe>, n: u64, covered: u64) -> Arc<Self> {
-        let engine = Self::new(probe);
+        Self::filled_costing(probe, n, covered, ReclaimCost::Proportional)
+    }
+
+    /// [`Self::filled`], its reclaims declared to cost `cost`.
+    fn filled_costing(probe: &Arc<Probe>, n: u64, covered: u64, cost: ReclaimCost) -> Arc<Self> {
+        let engine = Self::costing(probe, cost);
         let batch: WriteBatch = (0..n)
             .map(|i| engine_api::Record::put(format!("k{i:03}"), format!("v{i}"), i))
             .collect();
@@ -134,6 +147,9 @@ impl Engine for FakeEngine {
         applied_end reclaim_below stats flush reclaimable verify);
     fn backend_name(&self) -> &'static str {
         "fake"
+    }
+    fn reclaim_cost(&self) -> ReclaimCost {
+        self.cost
     }
     fn reclaim(&self) -> Result<ReclaimReport> {
         self.starts.lock().unwrap().push(Instant::now());
@@ -319,9 +335,10 @@ async fn buckets_below_min_reclaimable_are_skipped() {
 #[tokio::test(start_paused = true)]
 async fn compaction_policy_waits_for_the_garbage_ratio() {
     let probe = Probe::new();
-    // Ten equal-sized entries, three covered: a garbage ratio of 0.3.
-    let engine = FakeEngine::filled(&probe, 10, 3);
-    let sched = scheduler(config().with_policy("fake", ReclaimPolicy::COMPACTION));
+    // Ten equal-sized entries, three covered: a garbage ratio of 0.3. The engine declares a
+    // rewriting reclaim, so the default configuration applies the compaction policy to it.
+    let engine = FakeEngine::filled_costing(&probe, 10, 3, ReclaimCost::Rewrite);
+    let sched = scheduler(config());
     sched.register(A, engine.clone()).unwrap();
     let r = engine.reclaimable().unwrap();
     assert!((r.garbage_ratio() - 0.3).abs() < 1e-9, "{r:?}");
@@ -338,9 +355,9 @@ async fn compaction_policy_waits_for_the_garbage_ratio() {
     let s = sched.bucket_stats(A).unwrap();
     assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 5));
     assert_eq!(engine.reclaimable().unwrap().covered.entries, 0);
-    // Another backend kind keeps the sweeping default.
+    // A sweeping backend keeps the sweeping default.
     assert_eq!(
-        SchedulerConfig::default().policy_for("sled"),
+        SchedulerConfig::default().policy_for(ReclaimCost::Proportional),
         ReclaimPolicy::SWEEP
     );
 }

@@ -75,7 +75,7 @@ impl EngineFactory for ReopenableMemoryFactory {
 }
 
 impl Engine for Reopened {
-    forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
+    forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
         watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable verify);
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
@@ -209,7 +209,7 @@ impl Engine for Mutant {
         self.inner.advance_watermark(w)
     }
 
-    forward_engine!(inner; adopt_lake_watermark applied_end flush reclaimable verify);
+    forward_engine!(inner; reclaim_cost adopt_lake_watermark applied_end flush reclaimable verify);
 
     /// Through the (possibly mutated) `lookup`: the wrapped memory engine never blocks.
     fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::batch::{Record, WriteBatch};
+use crate::cost::ReclaimCost;
 use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
@@ -20,6 +21,10 @@ use crate::verify::VerifyReport;
 pub trait Engine: Send + Sync {
     /// Short backend name (`"memory"`, `"sled"`, `"redb"`, `"rocksdb"`).
     fn backend_name(&self) -> &'static str;
+
+    /// What this backend's reclaim costs: the scheduler's skip rule follows from it. No
+    /// default, so a new backend must say whether its reclaim sweeps or rewrites.
+    fn reclaim_cost(&self) -> ReclaimCost;
 
     /// Applies a batch atomically (all or nothing, also across a crash), skipping records that are
     /// covered (`offset < W`) or already applied (`offset < applied end`). The new applied end is
@@ -117,9 +122,9 @@ pub trait OpenEngine: Engine + Sized {
 /// }
 ///
 /// impl Engine for Quiet {
-///     forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
-///         watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable
-///         verify);
+///     forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark
+///         adopt_lake_watermark watermark applied_end reclaim reclaim_below flush lookup_inline
+///         reclaimable verify);
 ///     fn stats(&self) -> Result<EngineStats> {
 ///         Ok(EngineStats { counters: Default::default(), ..self.inner.stats()? })
 ///     }
@@ -133,9 +138,9 @@ pub trait OpenEngine: Engine + Sized {
 #[macro_export]
 macro_rules! forward_engine {
     ($target:tt) => {
-        $crate::forward_engine!($target; backend_name apply lookup advance_watermark
-            adopt_lake_watermark watermark applied_end reclaim reclaim_below stats flush
-            lookup_inline reclaimable verify);
+        $crate::forward_engine!($target; backend_name reclaim_cost apply lookup
+            advance_watermark adopt_lake_watermark watermark applied_end reclaim reclaim_below
+            stats flush lookup_inline reclaimable verify);
     };
     ($target:tt; $($method:ident)*) => {
         $( $crate::forward_engine!(@one $target $method); )*
@@ -145,6 +150,11 @@ macro_rules! forward_engine {
     (@one $t:tt backend_name) => {
         fn backend_name(&self) -> &'static str {
             $crate::forward_engine!(@to self $t).backend_name()
+        }
+    };
+    (@one $t:tt reclaim_cost) => {
+        fn reclaim_cost(&self) -> $crate::ReclaimCost {
+            $crate::forward_engine!(@to self $t).reclaim_cost()
         }
     };
     (@one $t:tt apply) => {

@@ -13,6 +13,7 @@ pub mod batch;
 pub mod budget;
 pub mod codec;
 pub mod contain;
+pub mod cost;
 pub mod covered;
 pub mod disk;
 pub mod engine;
@@ -33,6 +34,7 @@ pub mod verify;
 pub mod watermark;
 
 pub use batch::{MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record, WriteBatch};
+pub use cost::ReclaimCost;
 pub use engine::{Engine, OpenEngine};
 pub use error::{Error, Result};
 pub use handle::EngineHandle;

@@ -140,6 +140,11 @@ impl Engine for MemoryEngine {
         "memory"
     }
 
+    /// Removing covered entries from the map visits only them.
+    fn reclaim_cost(&self) -> crate::ReclaimCost {
+        crate::ReclaimCost::Proportional
+    }
+
     fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
         let mut state = self.write()?;
         let plan = plan_apply(batch, state.watermark, state.applied_end)?;

@@ -128,7 +128,7 @@ struct Timed {
 }
 
 impl Engine for Timed {
-    forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
+    forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
         watermark applied_end reclaim_below stats flush lookup_inline reclaimable verify);
     fn reclaim(&self) -> Result<ReclaimReport> {
         let started = Instant::now();

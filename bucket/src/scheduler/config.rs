@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+#[cfg(doc)]
+use engine_api::Engine;
+use engine_api::ReclaimCost;
+
 use super::policy::ReclaimPolicy;
 
 /// How the [`super::ReclaimScheduler`] paces reclaims. `Default` gives the documented defaults.
@@ -13,16 +17,16 @@ pub struct SchedulerConfig {
     pub min_interval: Duration,
     /// At most this many reclaims run at once across all buckets (at least 1). Default 2.
     pub max_concurrent: usize,
-    /// When a reclaim pays for itself, for backends without an entry in `policies`: a request
-    /// whose [`Engine::reclaimable`](engine_api::Engine::reclaimable) estimate fails the policy
-    /// is served by skipping the reclaim (counted as `skipped`); the bucket is looked at again
-    /// on its next request, which the next watermark move makes. Default
-    /// [`ReclaimPolicy::SWEEP`] (run once one entry is covered).
-    pub default_policy: ReclaimPolicy,
-    /// Policies by backend name ([`Engine::backend_name`](engine_api::Engine::backend_name)).
-    /// Default: `rocksdb` → [`ReclaimPolicy::COMPACTION`] (run once half the bucket's bytes are
-    /// covered), because each of its reclaims rewrites the bucket's live data.
-    pub policies: Vec<(&'static str, ReclaimPolicy)>,
+    /// When a reclaim pays for itself on a backend whose reclaim visits only what is covered
+    /// ([`ReclaimCost::Proportional`], declared by [`Engine::reclaim_cost`]): a request whose
+    /// [`Engine::reclaimable`] estimate fails the policy is served by skipping the reclaim
+    /// (counted as `skipped`); the bucket is looked at again on its next request, which the next
+    /// watermark move makes. Default [`ReclaimPolicy::SWEEP`] (run once one entry is covered).
+    pub proportional_policy: ReclaimPolicy,
+    /// The same for a backend whose reclaim rewrites the bucket's live data
+    /// ([`ReclaimCost::Rewrite`]: RocksDB's compaction). Default [`ReclaimPolicy::COMPACTION`]
+    /// (run once half the bucket's bytes are covered).
+    pub rewrite_policy: ReclaimPolicy,
     /// Backoff before the first retry of a failed reclaim; doubled for each further retry.
     /// Default 100 ms.
     pub retry_backoff_base: Duration,
@@ -38,8 +42,8 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             min_interval: Duration::from_secs(1),
             max_concurrent: 2,
-            default_policy: ReclaimPolicy::SWEEP,
-            policies: vec![("rocksdb", ReclaimPolicy::COMPACTION)],
+            proportional_policy: ReclaimPolicy::SWEEP,
+            rewrite_policy: ReclaimPolicy::COMPACTION,
             retry_backoff_base: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(10),
             max_retries: 5,
@@ -65,10 +69,8 @@ impl SchedulerConfig {
     /// skips below its ratio, so `with_min_reclaimable(0)` does not mean "never skip" there;
     /// [`never_skip`](Self::never_skip) does.
     pub fn with_min_reclaimable(mut self, entries: u64) -> Self {
-        self.default_policy.min_entries = entries;
-        for (_, policy) in &mut self.policies {
-            policy.min_entries = entries;
-        }
+        self.proportional_policy.min_entries = entries;
+        self.rewrite_policy.min_entries = entries;
         self
     }
 
@@ -77,32 +79,26 @@ impl SchedulerConfig {
     /// For hosts that want space back as soon as the lake confirms it, whatever a compaction
     /// rewrites for it.
     pub fn never_skip(mut self) -> Self {
-        self.default_policy = ReclaimPolicy::ALWAYS;
-        for (_, policy) in &mut self.policies {
-            *policy = ReclaimPolicy::ALWAYS;
+        self.proportional_policy = ReclaimPolicy::ALWAYS;
+        self.rewrite_policy = ReclaimPolicy::ALWAYS;
+        self
+    }
+
+    /// Sets the policy of the backends whose reclaims cost `cost`.
+    pub fn with_policy(mut self, cost: ReclaimCost, policy: ReclaimPolicy) -> Self {
+        match cost {
+            ReclaimCost::Proportional => self.proportional_policy = policy,
+            ReclaimCost::Rewrite => self.rewrite_policy = policy,
         }
         self
     }
 
-    /// Sets the policy of one backend kind (replacing its previous one).
-    pub fn with_policy(mut self, backend: &'static str, policy: ReclaimPolicy) -> Self {
-        self.policies.retain(|(name, _)| *name != backend);
-        self.policies.push((backend, policy));
-        self
-    }
-
-    /// Sets the policy of backends without their own.
-    pub fn with_default_policy(mut self, policy: ReclaimPolicy) -> Self {
-        self.default_policy = policy;
-        self
-    }
-
-    /// The policy that applies to `backend`.
-    pub fn policy_for(&self, backend: &str) -> ReclaimPolicy {
-        self.policies
-            .iter()
-            .find(|(name, _)| *name == backend)
-            .map_or(self.default_policy, |(_, policy)| *policy)
+    /// The policy of a backend whose reclaims cost `cost`.
+    pub fn policy_for(&self, cost: ReclaimCost) -> ReclaimPolicy {
+        match cost {
+            ReclaimCost::Proportional => self.proportional_policy,
+            ReclaimCost::Rewrite => self.rewrite_policy,
+        }
     }
 
     /// Sets the retry backoff: `base * 2^retry`, capped at `max`.
@@ -150,21 +146,21 @@ mod tests {
     }
 
     #[test]
-    fn policies_by_backend_kind() {
+    fn policies_by_reclaim_cost() {
+        use ReclaimCost::{Proportional, Rewrite};
         let c = SchedulerConfig::default();
-        assert_eq!(c.policy_for("rocksdb"), ReclaimPolicy::COMPACTION);
-        assert_eq!(c.policy_for("sled"), ReclaimPolicy::SWEEP);
-        let c = c
-            .with_min_reclaimable(0)
-            .with_policy("sled", ReclaimPolicy::COMPACTION);
-        assert_eq!(c.policy_for("rocksdb").min_entries, 0);
-        assert_eq!(c.policy_for("sled"), ReclaimPolicy::COMPACTION);
-        assert!(c.policy_for("redb").never_skips());
+        assert_eq!(c.policy_for(Rewrite), ReclaimPolicy::COMPACTION);
+        assert_eq!(c.policy_for(Proportional), ReclaimPolicy::SWEEP);
+        let c = c.with_min_reclaimable(0);
+        assert_eq!(c.policy_for(Rewrite).min_entries, 0);
+        assert!(c.policy_for(Proportional).never_skips());
         // Only the count: the compaction policy still waits for its garbage ratio.
-        assert!(!c.policy_for("rocksdb").never_skips());
+        assert!(!c.policy_for(Rewrite).never_skips());
+        let c = c.with_policy(Proportional, ReclaimPolicy::COMPACTION);
+        assert_eq!(c.policy_for(Proportional), ReclaimPolicy::COMPACTION);
         let c = c.never_skip();
-        for backend in ["rocksdb", "sled", "redb", "memory", "another"] {
-            assert!(c.policy_for(backend).never_skips(), "{backend}");
+        for cost in [Proportional, Rewrite] {
+            assert!(c.policy_for(cost).never_skips(), "{cost:?}");
         }
     }
 }

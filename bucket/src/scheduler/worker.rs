@@ -108,7 +108,7 @@ async fn sleep_until(due: Option<Instant>) {
 /// Whether the bucket's reclaim would not pay for itself under its backend's policy (counted as
 /// skipped). Reads the engine's O(1) estimate inline: `Engine::reclaimable` does no I/O.
 fn not_worth_it(slot: &Slot, config: &SchedulerConfig) -> bool {
-    let policy = config.policy_for(slot.engine.backend_name());
+    let policy = config.policy_for(slot.engine.reclaim_cost());
     if policy.never_skips() {
         return false;
     }

@@ -585,6 +585,10 @@ impl<S: Storage> Engine for DiskEngine<S> {
         S::BACKEND
     }
 
+    fn reclaim_cost(&self) -> crate::ReclaimCost {
+        S::RECLAIM_COST
+    }
+
     fn apply(&self, batch: &WriteBatch) -> Result<ApplyOutcome> {
         let _writer = self.lock_writer()?;
         // Announced once it holds the lock: only the holder competes with a sweep for the

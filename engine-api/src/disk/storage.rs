@@ -62,6 +62,9 @@ pub trait Storage: Send + Sync + 'static {
     /// The backend's name: in the directory marker, errors and `Engine::backend_name`.
     const BACKEND: &'static str;
 
+    /// What a reclaim of this storage costs (the engine declares it to the scheduler).
+    const RECLAIM_COST: crate::ReclaimCost;
+
     /// The stored bytes of a metadata value, `None` when absent.
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>>;
 

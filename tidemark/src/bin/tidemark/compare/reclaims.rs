@@ -110,7 +110,7 @@ struct Logged {
 }
 
 impl Engine for Logged {
-    forward_engine!(inner; backend_name apply lookup advance_watermark adopt_lake_watermark
+    forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
         watermark applied_end reclaim_below stats flush lookup_inline reclaimable verify);
 
     fn reclaim(&self) -> Result<ReclaimReport> {

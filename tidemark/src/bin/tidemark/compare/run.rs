@@ -725,6 +725,7 @@ async fn close(shared: &Shared, scheduler: Option<ReclaimScheduler>) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tidemark::ReclaimCost;
     use tidemark::bucket::ReclaimPolicy;
     use tidemark::{Engine, SchedulerConfig};
 
@@ -745,8 +746,7 @@ mod tests {
             sample_interval: Duration::from_millis(20),
             scheduler: SchedulerConfig::default()
                 .with_min_interval(Duration::ZERO)
-                .with_default_policy(ReclaimPolicy::SWEEP)
-                .with_policy("rocksdb", ReclaimPolicy::SWEEP),
+                .with_policy(ReclaimCost::Rewrite, ReclaimPolicy::SWEEP),
             ..CompareConfig::default()
         }
     }
@@ -777,7 +777,7 @@ mod tests {
     }
 
     impl Engine for Forgetful {
-        tidemark::forward_engine!(inner; backend_name apply advance_watermark adopt_lake_watermark
+        tidemark::forward_engine!(inner; backend_name reclaim_cost apply advance_watermark adopt_lake_watermark
             watermark applied_end reclaim reclaim_below stats flush reclaimable verify);
         fn lookup(&self, key: &[u8]) -> tidemark::Result<tidemark::LocalLookup> {
             if Self::forgets(key) {
