@@ -156,7 +156,7 @@ fn other_backends_and_foreign_directories_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
 
     let sled_dir = tmp.path().join("sled");
-    engine_api::layout::claim_directory(&sled_dir, "sled").unwrap();
+    disk::layout::claim_directory(&sled_dir, "sled").unwrap();
     let err = RedbEngine::open(&sled_dir, EngineOptions::default()).unwrap_err();
     assert!(matches!(err, Error::WrongBackend { .. }), "{err}");
     assert!(err.to_string().contains("sled"), "{err}");

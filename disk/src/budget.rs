@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
 
 mod reservation;
 
