@@ -118,7 +118,7 @@ fn inside_contained() -> bool {
 /// do nothing.
 ///
 /// ```
-/// use engine_api::contain::{contained, contained_panics, quiet_contained_panics};
+/// use disk::contain::{contained, contained_panics, quiet_contained_panics};
 ///
 /// quiet_contained_panics();
 /// // Prints nothing on stderr: the panic is an error naming the operation and the message.

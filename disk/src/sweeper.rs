@@ -171,7 +171,7 @@ pub const FIRST_TIMED_CHUNK_ROWS: usize = 16;
 ///
 /// ```
 /// use std::time::Duration;
-/// use engine_api::sweeper::ChunkSizer;
+/// use disk::sweeper::ChunkSizer;
 ///
 /// let mut sizer = ChunkSizer::new(4096, Some(Duration::from_millis(1)));
 /// assert_eq!(sizer.rows(), 16);
