@@ -8,8 +8,8 @@
 
 use std::sync::Mutex;
 
+use disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 use engine_api::Result;
-use engine_api::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 
 use crate::error::BACKEND;
 
@@ -20,7 +20,7 @@ pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
 /// File descriptors one open redb bucket holds: its database file. It is also the bucket's
 /// ceiling, which admission reserves: the second descriptor through which the storage syncs the
 /// file early (`prepare_durable`) is opened and closed within the call, which the process-wide
-/// reserve covers ([`engine_api::budget::FD_RESERVE`]).
+/// reserve covers ([`disk::budget::FD_RESERVE`]).
 pub const FDS_PER_BUCKET: u64 = 1;
 
 /// Resident memory one open, small redb bucket holds besides its cache share (redb's allocator
@@ -81,7 +81,7 @@ impl RedbContext {
     /// [`engine_api::OpenEngine::open`] opens engines from it.
     pub fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RedbContext>> = Mutex::new(None);
-        engine_api::sync::get_or_try_init(&GLOBAL, "global redb context", || {
+        disk::sync::get_or_try_init(&GLOBAL, "global redb context", || {
             RedbContext::new(RedbContextOptions::default())
         })
     }

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::path::Path;
 
-use engine_api::disk::StorageInit;
-use engine_api::layout::FileStart;
+use disk::StorageInit;
+use disk::layout::FileStart;
 use engine_api::{Error, Result};
 use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use engine_api::disk::{DiskEngine, StorageInit};
-use engine_api::sweeper::SweepTotals;
+use disk::sweeper::SweepTotals;
+use disk::{DiskEngine, StorageInit};
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 
 use crate::context::RedbContext;
@@ -77,9 +77,9 @@ impl RedbEngine {
     }
 
     /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
-    /// fail (cargo feature `testing`; see [`engine_api::fault`]).
+    /// fail (cargo feature `testing`; see [`disk::fault`]).
     #[cfg(feature = "testing")]
-    pub fn faults(&self) -> &engine_api::fault::Faults {
+    pub fn faults(&self) -> &disk::fault::Faults {
         self.inner.faults()
     }
 

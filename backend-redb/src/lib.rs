@@ -6,7 +6,7 @@
 //! * `by_offset`: `offset BE ‖ key` → `()`, written in the same transaction as the data row;
 //! * `meta`: watermark, applied end and format version.
 //!
-//! Reclamation is the shared range-scan sweeper of `engine_api::sweeper`; this crate only
+//! Reclamation is the shared range-scan sweeper of `disk::sweeper`; this crate only
 //! supplies the chunk transaction. See the crate README for the trade-offs.
 
 mod context;

@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use disk::budget::BucketLease;
+use disk::contain::contained;
+use disk::sweeper::{self, ChunkSizer, index_key};
+use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::batch::Record;
-use engine_api::budget::BucketLease;
-use engine_api::contain::contained;
 use engine_api::covered::MetaRow;
-use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::sweeper::{self, ChunkSizer, index_key};
 use engine_api::verify::Verifier;
 use engine_api::{EngineOptions, Result};
 use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
@@ -91,7 +91,7 @@ impl RedbStorage {
             file,
             unsynced_records: AtomicU64::new(0),
             sweeping: AtomicBool::new(false),
-            chunks: options.chunk_sizer(usize::MAX),
+            chunks: ChunkSizer::for_options(options, usize::MAX),
             #[cfg(test)]
             panic_on_close: std::sync::atomic::AtomicBool::new(false),
             _lease: lease,
@@ -194,11 +194,8 @@ impl RedbStorage {
 
 fn put_meta(txn: &WriteTransaction, key: MetaKey, value: u64) -> Result<()> {
     let mut meta = txn.open_table(META).redb()?;
-    meta.insert(
-        key.name(),
-        engine_api::disk::meta::encode_u64(value).as_slice(),
-    )
-    .redb()?;
+    meta.insert(key.name(), disk::meta::encode_u64(value).as_slice())
+        .redb()?;
     Ok(())
 }
 

@@ -1,12 +1,12 @@
 //! redb's implementation of the shared sweeper chunk: one write transaction per bounded chunk.
 //!
-//! The loop itself (`engine_api::sweeper::sweep`) is shared with sled; this module only knows how
+//! The loop itself (`disk::sweeper::sweep`) is shared with sled; this module only knows how
 //! to run one chunk inside a redb write transaction.
 
 use std::ops::Bound;
 
+use disk::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
 use engine_api::Result;
-use engine_api::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
 use redb::{AccessGuard, Database, Durability, ReadableTable};
 
 use crate::error::RedbResultExt;

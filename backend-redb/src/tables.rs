@@ -13,5 +13,5 @@ pub(crate) const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dat
 pub(crate) const BY_OFFSET: TableDefinition<&[u8], ()> = TableDefinition::new("by_offset");
 
 /// Named `u64` metadata (watermark, applied end, format version), keyed by
-/// [`MetaKey::name`](engine_api::disk::MetaKey::name) and encoded by `engine_api::disk::meta`.
+/// [`MetaKey::name`](disk::MetaKey::name) and encoded by `disk::meta`.
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");

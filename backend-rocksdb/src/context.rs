@@ -15,8 +15,8 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use disk::budget::{BucketBudget, BucketLease, ResourceBounds};
 use engine_api::Result;
-use engine_api::budget::{BucketBudget, BucketLease, ResourceBounds};
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
@@ -136,7 +136,7 @@ impl ContextOptions {
     }
 
     /// The most descriptors one open bucket may hold, which admission reserves for it
-    /// ([`engine_api::budget::BucketBudget`]): [`FIXED_FDS_PER_BUCKET`], its table readers,
+    /// ([`disk::budget::BucketBudget`]): [`FIXED_FDS_PER_BUCKET`], its table readers,
     /// [`RETIRED_LOGS_PER_BUCKET`], its table writers and [`ROLLOVER_FDS_PER_BUCKET`] (28 with
     /// the defaults). Opening a bucket stays within it: recovery reads and writes one file at a
     /// time while no job runs and the table cache is at most a quarter full.
@@ -240,7 +240,7 @@ impl RocksDbContext {
     /// `OpenEngine::open` opens engines from it.
     pub fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
-        engine_api::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
+        disk::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
             RocksDbContext::new(ContextOptions::default())
         })
     }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use engine_api::disk::{DiskEngine, StorageInit};
+use disk::{DiskEngine, StorageInit};
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 use rocksdb::properties;
 
@@ -76,9 +76,9 @@ impl RocksDbEngine {
     }
 
     /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
-    /// fail (cargo feature `testing`; see [`engine_api::fault`]).
+    /// fail (cargo feature `testing`; see [`disk::fault`]).
     #[cfg(feature = "testing")]
-    pub fn faults(&self) -> &engine_api::fault::Faults {
+    pub fn faults(&self) -> &disk::fault::Faults {
         self.inner.faults()
     }
 

@@ -8,7 +8,7 @@
 //! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
 //! that ignores the retention distance ([`suppliers::WatermarkThreshold::purge_below`]).
 //!
-//! The engine is the shared [`DiskEngine`](engine_api::disk::DiskEngine) skeleton over
+//! The engine is the shared [`DiskEngine`](disk::DiskEngine) skeleton over
 //! [`RocksDbStorage`], which supplies only RocksDB's primitives.
 //!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,

@@ -1,5 +1,5 @@
 //! [`RocksDbStorage`]: the storage primitives of the RocksDB backend under the shared
-//! [`DiskEngine`](engine_api::disk::DiskEngine).
+//! [`DiskEngine`](disk::DiskEngine).
 //!
 //! Column family `data` maps each key to its tagged value (values and tombstones alike, so the
 //! compaction filter sees both; a tombstone is never a RocksDB delete) and carries the watermark
@@ -10,12 +10,12 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use disk::budget::BucketLease;
+use disk::layout::FileStart;
+use disk::meta::encode_u64;
+use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
 use engine_api::batch::Record;
-use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
-use engine_api::disk::meta::encode_u64;
-use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
-use engine_api::layout::FileStart;
 use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use rocksdb::{

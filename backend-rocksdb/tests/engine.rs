@@ -178,7 +178,7 @@ fn directory_layout_and_foreign_directories() {
         Err(Error::ForeignDirectory { .. })
     ));
     let other = tempfile::tempdir().unwrap();
-    engine_api::layout::claim_directory(other.path(), "sled").unwrap();
+    disk::layout::claim_directory(other.path(), "sled").unwrap();
     assert!(matches!(
         RocksDbEngine::open(other.path(), EngineOptions::default()),
         Err(Error::WrongBackend { .. })

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use backend_rocksdb::RocksDbEngine;
 use backend_rocksdb::testing::damage_a_data_block;
-use engine_api::rng::SplitMix64;
 use engine_api::{Damage, Engine, EngineOptions, OpenEngine, OpenMode, WriteBatch};
+use test_support::rng::SplitMix64;
 
 const KEYS: u64 = 2_000;
 

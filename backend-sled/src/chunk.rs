@@ -12,7 +12,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine_api::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
+use disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
 use engine_api::{Error, Result};
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};

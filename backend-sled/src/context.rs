@@ -12,8 +12,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 use engine_api::Result;
-use engine_api::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 
 use crate::errors::BACKEND;
 use crate::flusher::Flusher;
@@ -26,7 +26,7 @@ pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
 /// ceiling, which admission reserves: sled opens its other files only within a call and closes
 /// them before it returns (`conf` and a snapshot at open and close, a blob file for a value over
 /// its blob threshold), which the process-wide reserve covers
-/// ([`engine_api::budget::FD_RESERVE`]).
+/// ([`disk::budget::FD_RESERVE`]).
 pub const FDS_PER_BUCKET: u64 = 1;
 
 /// The most threads sled 0.34's process-wide I/O pool runs (its own cap; it starts them on demand
@@ -76,7 +76,7 @@ impl Default for SledContextOptions {
 ///
 /// ```
 /// use backend_sled::{SledContext, SledContextOptions, SledEngine};
-/// use engine_api::budget::CacheBudget;
+/// use disk::budget::CacheBudget;
 /// use engine_api::EngineOptions;
 ///
 /// let budget = CacheBudget { max_buckets: 2, ..Default::default() };
@@ -153,7 +153,7 @@ impl SledContext {
     /// [`engine_api::OpenEngine::open`] opens engines from it.
     pub fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<SledContext>> = Mutex::new(None);
-        engine_api::sync::get_or_try_init(&GLOBAL, "global sled context", || {
+        disk::sync::get_or_try_init(&GLOBAL, "global sled context", || {
             SledContext::new(SledContextOptions::default())
         })
     }

@@ -18,8 +18,8 @@
 //! row, so a digest an older build (without it) left behind while it wrote is recognised as
 //! stale, not as damage, and recomputed.
 
-use engine_api::disk::MetaKey;
-use engine_api::disk::meta::encode_u64;
+use disk::MetaKey;
+use disk::meta::encode_u64;
 use engine_api::{Error, Result};
 use sled::transaction::{
     ConflictableTransactionError, ConflictableTransactionResult, TransactionalTree,

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::path::Path;
 
-use engine_api::disk::{DiskEngine, StorageInit};
-use engine_api::layout::FileStart;
-use engine_api::sweeper::SweepTotals;
+use disk::layout::FileStart;
+use disk::sweeper::{ChunkSizer, SweepTotals};
+use disk::{DiskEngine, StorageInit};
 use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
 
 #[cfg(feature = "testing")]
@@ -114,9 +114,9 @@ impl SledEngine {
     }
 
     /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
-    /// fail (cargo feature `testing`; see [`engine_api::fault`]).
+    /// fail (cargo feature `testing`; see [`disk::fault`]).
     #[cfg(feature = "testing")]
-    pub fn faults(&self) -> &engine_api::fault::Faults {
+    pub fn faults(&self) -> &disk::fault::Faults {
         self.inner.faults()
     }
 
@@ -168,7 +168,7 @@ impl SledEngine {
             // sled creates a missing database; it must not where a store lived, nor for an open
             // of an existing store.
             init.require_engine_file(&db_dir.join(SLED_DB_FILE), "sled database", FileStart::Log)?;
-            let chunks = init.options.chunk_sizer(MAX_SWEEP_CHUNK_ROWS);
+            let chunks = ChunkSizer::for_options(init.options, MAX_SWEEP_CHUNK_ROWS);
             SledStorage::open(
                 context,
                 lease,

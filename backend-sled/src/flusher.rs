@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use engine_api::contain::catch_panic;
+use disk::contain::catch_panic;
 use engine_api::{Error, Result};
 
 use crate::errors::BACKEND;

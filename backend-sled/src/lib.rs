@@ -8,10 +8,10 @@
 //! - `meta`: watermark, applied end, live-entry count and format version.
 //!
 //! The engine contract itself (locks, watermark, applied end, counters, reports) is the shared
-//! skeleton [`engine_api::disk::DiskEngine`]; this crate supplies sled's storage primitives.
+//! skeleton [`disk::DiskEngine`]; this crate supplies sled's storage primitives.
 //! Each commit writes a batch, its index rows, the new applied end and the live-entry count in
 //! one multi-tree sled transaction. `reclaim` runs the shared range-scan sweeper
-//! ([`engine_api::sweeper`]) in bounded chunks (at most [`MAX_SWEEP_CHUNK_ROWS`] rows, because a
+//! ([`disk::sweeper`]) in bounded chunks (at most [`MAX_SWEEP_CHUNK_ROWS`] rows, because a
 //! sled transaction blocks every sled store in the process), so its cost is proportional to what
 //! is covered and writers are only ever blocked for one chunk. See the crate README for the
 //! trade-offs.
@@ -34,7 +34,7 @@ pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
     SledContextOptions,
 };
+pub use disk::sweeper::SweepTotals;
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
-pub use engine_api::sweeper::SweepTotals;
 pub use generation::GENERATION_FILE;
 pub use rebuild::{MIN_REBUILD_BYTES, REBUILD_GROWTH};

@@ -2,12 +2,12 @@
 //! live-row digest, [`crate::digest`]).
 //!
 //! The format version, watermark and applied end are stored under
-//! [`MetaKey::bytes`](engine_api::disk::MetaKey::bytes) in the shared encoding
-//! ([`engine_api::disk::meta`]) and restored and checked by the skeleton.
+//! [`MetaKey::bytes`](disk::MetaKey::bytes) in the shared encoding
+//! ([`disk::meta`]) and restored and checked by the skeleton.
 
 use std::path::Path;
 
-use engine_api::disk::meta::encode_u64;
+use disk::meta::encode_u64;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult};
 

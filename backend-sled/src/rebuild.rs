@@ -27,9 +27,9 @@ use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use engine_api::disk::MetaKey;
-use engine_api::disk::meta::decode_u64;
-use engine_api::sweeper::{index_upper_bound, parse_index_key};
+use disk::MetaKey;
+use disk::meta::decode_u64;
+use disk::sweeper::{index_upper_bound, parse_index_key};
 use engine_api::{Error, Result};
 
 use crate::digest::{self, Delta};
@@ -139,7 +139,7 @@ fn build(
     new.db.flush().map_err(sled_error)?;
     let _switch = engine_api::sync::write(&storage.switch, "sled generation switch")?;
     // A store that failed meanwhile promises nothing durable: it must be reopened, not rebuilt.
-    engine_api::disk::Storage::check_usable(storage)?;
+    disk::Storage::check_usable(storage)?;
     let rows = copy.finish(&storage.dir)?;
     new.db.flush().map_err(sled_error)?;
     // sled syncs its log but not its directories nor its `conf`: all of it must be durable

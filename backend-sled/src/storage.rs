@@ -1,5 +1,5 @@
 //! [`SledStorage`]: the sled primitives behind the shared disk-engine skeleton
-//! ([`engine_api::disk::DiskEngine`]).
+//! ([`disk::DiskEngine`]).
 //!
 //! The skeleton holds the writer and reclaimer locks, `W` and the applied end, the counters and
 //! the report arithmetic; this module only stores: one multi-tree transaction per commit, the
@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
+use disk::budget::BucketLease;
+use disk::meta::{decode_u64, encode_u64};
+use disk::sweeper::{self, ChunkSizer, index_key};
+use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::batch::Record;
-use engine_api::budget::BucketLease;
 use engine_api::covered::MetaRow;
-use engine_api::disk::meta::{decode_u64, encode_u64};
-use engine_api::disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::sweeper::{self, ChunkSizer, index_key};
 use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
@@ -201,7 +201,7 @@ impl SledStorage {
                 .map(|bytes| decode_u64(key, &bytes))
                 .transpose()
         };
-        engine_api::disk::meta::restore(
+        disk::meta::restore(
             &self.dir,
             read(MetaKey::FormatVersion)?,
             read(MetaKey::Watermark)?,

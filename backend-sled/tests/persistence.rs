@@ -48,7 +48,7 @@ fn stored_format(dir: &std::path::Path) -> Vec<u8> {
 /// it (a 4-byte version in meta, `format=1` in the marker).
 fn make_format_1(dir: &std::path::Path) {
     poke_meta(dir, b"format_version", &1u32.to_be_bytes());
-    let marker = dir.join(engine_api::layout::MARKER_FILE);
+    let marker = dir.join(disk::layout::MARKER_FILE);
     std::fs::write(marker, "backend=sled\nformat=1\n").unwrap();
 }
 
@@ -69,10 +69,7 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
     make_format_1(tmp.path());
     let read_only = EngineOptions::default().with_open_mode(engine_api::OpenMode::ReadOnly);
     drop(SledEngine::open(tmp.path(), read_only).unwrap());
-    assert_eq!(
-        engine_api::layout::read_marker(tmp.path()).unwrap().format,
-        1
-    );
+    assert_eq!(disk::layout::read_marker(tmp.path()).unwrap().format, 1);
     let engine = open_fast(tmp.path());
     assert_eq!(engine.applied_end(), 3);
     assert_eq!(engine.stats().unwrap().live_entries, 4);
@@ -83,10 +80,7 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
             bytes: b"v1".to_vec()
         }
     );
-    assert_eq!(
-        engine_api::layout::read_marker(tmp.path()).unwrap().format,
-        2
-    );
+    assert_eq!(disk::layout::read_marker(tmp.path()).unwrap().format, 2);
     drop(engine);
     assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
 }

@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use engine_api::rng::SplitMix64;
-use engine_api::sweeper::index_key;
+use disk::sweeper::index_key;
 use engine_api::{Record, WriteBatch};
 use sled::Transactional;
+use test_support::rng::SplitMix64;
 use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
 
 /// Keys in the benchmark key space.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use engine_api::sweeper::SweepTotals;
+use disk::sweeper::SweepTotals;
 use engine_api::{Engine, EngineOptions, Result};
 
 /// What a backend can do beyond the core contract; cases that need a capability the backend
@@ -79,9 +79,9 @@ pub trait EngineFactory: Send + Sync + 'static {
         None
     }
 
-    /// The engine's injected-fault plan ([`engine_api::fault`]), `None` where the backend has
+    /// The engine's injected-fault plan ([`disk::fault`]), `None` where the backend has
     /// none (the memory engine); cases about storage faults need [`Capabilities::faults`].
-    fn faults<'a>(&self, engine: &'a Self::Engine) -> Option<&'a engine_api::fault::Faults> {
+    fn faults<'a>(&self, engine: &'a Self::Engine) -> Option<&'a disk::fault::Faults> {
         let _ = engine;
         None
     }

@@ -9,7 +9,7 @@
 //! Descriptors are process-wide, so the scenario runs in a child process of its own
 //! ([`crate::child::run_isolated`]).
 
-use engine_api::process;
+use disk::process;
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, WriteBatch};
 
 use crate::scale::ScaleFactory;

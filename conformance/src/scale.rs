@@ -1,6 +1,6 @@
 //! The scale scenario: a thousand buckets of one backend open at once in one process, writing,
 //! reclaiming and reopening, within the resources the backend states for them
-//! ([`engine_api::budget::ResourceBounds`]).
+//! ([`disk::budget::ResourceBounds`]).
 //!
 //! Threads, descriptors and memory are process-wide, so the scenario runs in a child process of
 //! its own (the test binary re-executed for this one test, [`run_isolated`]): nothing else in the
@@ -14,8 +14,8 @@
 
 use std::path::Path;
 
-use engine_api::budget::{FD_RESERVE, ResourceBounds};
-use engine_api::process::{self, ProcessUsage};
+use disk::budget::{FD_RESERVE, ResourceBounds};
+use disk::process::{self, ProcessUsage};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
 use crate::child;

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use conformance::{Capabilities, EngineFactory};
+use disk::layout;
 use engine_api::{
     ApplyOutcome, CounterSnapshot, Engine, EngineOptions, EngineStats, LocalLookup, MemoryEngine,
-    ReclaimReport, Record, Result, WatermarkUpdate, WriteBatch, forward_engine, layout,
+    ReclaimReport, Record, Result, WatermarkUpdate, WriteBatch, forward_engine,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 //! under another key, fail to decode instead of being served. Decoding never panics; anything
 //! else is [`Error::Corrupt`] naming the key.
 
+pub use crate::display::display_key;
 use crate::error::{Error, Result};
 
 /// Kind byte of a version-1 value (no checksum; still read, never written).
@@ -211,23 +212,6 @@ fn decode_raw<'a>(key: &[u8], bytes: &'a [u8]) -> std::result::Result<Decoded<'a
 
 fn shorter(len: usize, header_len: usize) -> String {
     format!("stored value is {len} bytes, shorter than the {header_len}-byte header")
-}
-
-/// Renders a key for messages: UTF-8 when printable, hex otherwise, truncated when long.
-pub fn display_key(key: &[u8]) -> String {
-    const MAX: usize = 64;
-    let shown = &key[..key.len().min(MAX)];
-    let mut s = match std::str::from_utf8(shown) {
-        Ok(text) if text.chars().all(|c| !c.is_control()) => format!("{text:?}"),
-        _ => {
-            let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
-            format!("0x{hex}")
-        }
-    };
-    if key.len() > MAX {
-        s.push_str(&format!("… ({} bytes)", key.len()));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@
 use std::collections::VecDeque;
 
 use crate::batch::Record;
+pub use crate::stats::Covered;
+use crate::stats::Reclaimable;
 
 /// Most runs held before the two oldest are merged.
 pub const MAX_RUNS: usize = 512;
@@ -36,15 +38,6 @@ pub const MAX_RUN_SPAN: u64 = 4096;
 
 /// Name prefix of the metadata rows holding the runs (`covered/<first offset, 16 hex digits>`).
 pub const ROW_PREFIX: &str = "covered/";
-
-/// Entries and their stored bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Covered {
-    /// Entries (values and tombstones, counted once per version written).
-    pub entries: u64,
-    /// Bytes of their keys and encoded values.
-    pub bytes: u64,
-}
 
 /// A metadata row to write (`Some`) or delete (`None`) beside a commit or after a reclaim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -442,7 +435,7 @@ impl CoveredRuns {
     /// What a reclaim at `threshold` would find: the covered entries and bytes (upper bounds),
     /// and as stored those plus what the offsets at or above `threshold` certainly hold (lower
     /// bounds), so covered ÷ stored never reads low.
-    pub fn reclaimable(&self, threshold: u64) -> crate::stats::Reclaimable {
+    pub fn reclaimable(&self, threshold: u64) -> Reclaimable {
         let (covered, uncovered) = self.runs.iter().fold(
             (Covered::default(), Covered::default()),
             |(covered, uncovered), r| {
@@ -450,7 +443,7 @@ impl CoveredRuns {
                 (add(covered, below.high()), add(uncovered, above.low()))
             },
         );
-        crate::stats::Reclaimable {
+        Reclaimable {
             threshold,
             covered,
             stored: add(covered, uncovered),

@@ -13,7 +13,7 @@ pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum Error {
     /// A stored value (or metadata entry) could not be decoded.
-    #[error("corrupt entry for key {}: {reason}", crate::codec::display_key(key))]
+    #[error("corrupt entry for key {}: {reason}", crate::display::display_key(key))]
     Corrupt {
         /// The key whose stored bytes are corrupt.
         key: Vec<u8>,
@@ -50,7 +50,7 @@ pub enum Error {
     },
     /// A write may have been left half done: a flush that followed a committed write failed
     /// (sled), so writes already visible may not be durable, or the storage engine panicked
-    /// during a call that writes (any disk backend; see [`crate::contain`]). Every later write,
+    /// during a call that writes (any disk backend; see `disk::contain`). Every later write,
     /// watermark change, reclaim and flush returns this until the store is reopened: a retry
     /// would otherwise be acknowledged without being durable, or write over what the panic left.
     /// Lookups and stats keep working. Reopening restores exactly what is durable; replay the

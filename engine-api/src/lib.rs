@@ -1,35 +1,39 @@
 //! # Tidemark engine API
 //!
-//! The contract every Tidemark backend implements, and nothing else (no async runtime). The
-//! contract itself is `docs/DESIGN.md` at the root of the workspace (section *Engine contract*);
-//! this crate is its code. Here: the stored value format ([`codec`]), the
-//! synchronous [`Engine`] trait with its result types and the [`EngineHandle`] that holds one,
-//! the shared watermark arithmetic ([`watermark`]), the range-scan [`sweeper`] loop used by the
-//! B-tree backends, the offline consistency check ([`verify`]), the directory [`layout`] marker,
-//! the lock policy ([`sync`]) and the in-memory reference engine [`MemoryEngine`]. The bucket layer, the lake lookuper and the reclaim
-//! scheduler live in the `tidemark-bucket` crate.
+//! The contract every Tidemark backend implements, and nothing else: it knows no storage engine
+//! and no async runtime. The contract itself is `docs/DESIGN.md` at the root of the workspace
+//! (section *Engine contract*); this crate is its code. Here:
+//!
+//! - the write and read types: [`batch`] ([`WriteBatch`], [`Record`]), the stored value format
+//!   ([`codec`]), how keys appear in messages ([`display`]), the [`outcome`]s of each call;
+//! - the synchronous [`Engine`] trait ([`engine`]) and the [`EngineHandle`] that holds one
+//!   ([`handle`]), with the [`EngineOptions`] an engine is opened with ([`options`]) and the
+//!   [`ReclaimCost`] a backend declares ([`cost`]);
+//! - the one [`Error`] type ([`error`]) and the lock policy ([`sync`]);
+//! - the shared watermark arithmetic ([`watermark`]), the statistics ([`stats`]) and the
+//!   incremental covered-entry accounting behind [`Engine::reclaimable`] ([`covered`]);
+//! - the offline consistency check ([`verify`]: [`VerifyReport`], [`Damage`], the `Verifier`
+//!   backends feed) and the offset-index row format it checks ([`offset_index`]);
+//! - the in-memory reference engine [`MemoryEngine`] ([`memory`]).
+//!
+//! The disk backends' shared machinery (the `DiskEngine` skeleton over `Storage` primitives, the
+//! sweeper, layout, budgets, containment, fault injection) is the `tidemark-disk` crate; the
+//! bucket layer, the lake lookuper and the reclaim scheduler live in the `tidemark-bucket` crate.
 
 pub mod batch;
-pub mod budget;
 pub mod codec;
-pub mod contain;
 pub mod cost;
 pub mod covered;
-pub mod disk;
+pub mod display;
 pub mod engine;
 pub mod error;
-pub mod fault;
 pub mod handle;
-pub mod layout;
 pub mod memory;
+pub mod offset_index;
 pub mod options;
 pub mod outcome;
-pub mod process;
-pub mod rng;
 pub mod stats;
-pub mod sweeper;
 pub mod sync;
-pub mod turns;
 pub mod verify;
 pub mod watermark;
 
@@ -41,5 +45,5 @@ pub use handle::EngineHandle;
 pub use memory::MemoryEngine;
 pub use options::{EngineOptions, OpenMode};
 pub use outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-pub use stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
+pub use stats::{CounterSnapshot, Covered, EngineCounters, EngineStats, Reclaimable};
 pub use verify::{Damage, VerifyReport};

@@ -99,12 +99,6 @@ impl EngineOptions {
         self
     }
 
-    /// The chunk sizing of a sweep under these options, with at most `cap` rows per chunk
-    /// whatever `sweep_chunk_rows` says (a backend's own limit; `usize::MAX` for none).
-    pub fn chunk_sizer(&self, cap: usize) -> crate::sweeper::ChunkSizer {
-        crate::sweeper::ChunkSizer::new(self.sweep_chunk_rows.min(cap), self.sweep_chunk_time)
-    }
-
     /// Sets the open mode.
     pub fn with_open_mode(mut self, mode: OpenMode) -> Self {
         self.open_mode = mode;

@@ -127,6 +127,16 @@ pub struct EngineStats {
     pub counters: CounterSnapshot,
 }
 
+/// Entries and their stored bytes (what [`Reclaimable`] reports; the incremental accounting in
+/// [`covered`](crate::covered) produces it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Covered {
+    /// Entries (values and tombstones, counted once per version written).
+    pub entries: u64,
+    /// Bytes of their keys and encoded values.
+    pub bytes: u64,
+}
+
 /// What a reclaim would find now, read in O(1) from state the engine keeps incrementally (see
 /// [`Engine::reclaimable`](crate::Engine::reclaimable)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,11 +144,11 @@ pub struct Reclaimable {
     /// The threshold `reclaim()` would apply now (`W − D`).
     pub threshold: u64,
     /// Entries below the threshold not yet reclaimed, and their bytes (never low).
-    pub covered: crate::covered::Covered,
+    pub covered: Covered,
     /// `covered` plus what the offsets at or above the threshold certainly hold (lower
     /// bounds): the denominator of [`garbage_ratio`](Self::garbage_ratio), which therefore never
     /// reads low. Not an upper bound of everything stored.
-    pub stored: crate::covered::Covered,
+    pub stored: Covered,
 }
 
 impl Reclaimable {

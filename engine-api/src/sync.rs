@@ -30,23 +30,6 @@ pub fn write<'a, T>(lock: &'a RwLock<T>, what: &'static str) -> Result<RwLockWri
     lock.write().map_err(|_| Error::Poisoned { what })
 }
 
-/// The value in a process-wide `slot`, created by `init` on first use (a failed `init` leaves
-/// the slot empty for the next call to try again). The backends' default contexts live in such
-/// slots.
-pub fn get_or_try_init<T: Clone>(
-    slot: &Mutex<Option<T>>,
-    what: &'static str,
-    init: impl FnOnce() -> Result<T>,
-) -> Result<T> {
-    let mut slot = lock(slot, what)?;
-    if let Some(value) = slot.as_ref() {
-        return Ok(value.clone());
-    }
-    let value = init()?;
-    *slot = Some(value.clone());
-    Ok(value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::codec::{self, Decoded};
-use crate::sweeper::{index_key, parse_index_key};
+use crate::offset_index::{index_key, parse_index_key};
 
 /// How many examples (the first damaged entries met, in scan order) a finding keeps.
 pub const MAX_EXAMPLES: usize = 5;

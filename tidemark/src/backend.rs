@@ -78,7 +78,7 @@ impl Backend {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn detect(path: &Path) -> Result<Backend> {
-        let marker = engine_api::layout::read_marker(path)?;
+        let marker = disk::layout::read_marker(path)?;
         Self::ALL
             .into_iter()
             .find(|b| b.name() == marker.backend)
@@ -413,7 +413,7 @@ mod tests {
         let unknown = dir.path().join("unknown");
         std::fs::create_dir(&unknown).unwrap();
         std::fs::write(
-            unknown.join(engine_api::layout::MARKER_FILE),
+            unknown.join(disk::layout::MARKER_FILE),
             "backend=leveldb\nformat=1\n",
         )
         .unwrap();

@@ -6,10 +6,14 @@
 //! incrementally — by a compaction filter on RocksDB, by a range-scan sweeper on sled and redb —
 //! while lookups fall back to the lake only on a true local miss.
 //!
-//! This facade re-exports the engine contract (`engine_api`), the bucket layer
-//! (`tidemark_bucket`: [`HistoricalBucket`], [`ReclaimScheduler`], [`MemoryLake`]) and one
-//! backend per cargo feature (`sled`, `redb`, `rocksdb`, all on by default), and lets programs
-//! choose among the compiled-in backends at run time with [`Backend`]. The contract is
+//! This facade re-exports what a host needs of the engine contract (`engine_api`: the
+//! [`Engine`] trait and [`EngineHandle`], [`WriteBatch`] and [`Record`], [`EngineOptions`], the
+//! outcomes, statistics and errors, the [`MemoryEngine`], the [`VerifyReport`]), the bucket
+//! layer (`tidemark_bucket`: [`HistoricalBucket`], [`ReclaimScheduler`], [`MemoryLake`]), the
+//! process-wide opt-ins of the disk toolkit ([`contain`], [`process`]) and one backend per cargo
+//! feature (`sled`, `redb`, `rocksdb`, all on by default), and lets programs choose among the
+//! compiled-in backends at run time with [`Backend`]. Writing a backend takes the crates
+//! themselves (`tidemark-engine-api`, `tidemark-disk`), not this facade. The contract is
 //! `docs/DESIGN.md` at the workspace root.
 //!
 //! A host's integration, end to end:
@@ -73,7 +77,39 @@ pub mod backend;
 pub struct ReadmeDoctests;
 
 pub use backend::{Backend, BackendConfig};
-pub use engine_api::*;
+
+// The engine contract, as a host uses it.
+// The engine trait a host calls, how a backend is opened, and the shared handle to one.
+pub use engine_api::{Engine, EngineHandle, OpenEngine, ReclaimCost, forward_engine};
+// What a host writes: batches of records tagged with their WAL offsets, and their limits.
+pub use engine_api::{MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record, WriteBatch};
+// How an engine is opened.
+pub use engine_api::{EngineOptions, OpenMode};
+// What each call reports.
+pub use engine_api::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+// Statistics and the O(1) reclaim estimate.
+pub use engine_api::{CounterSnapshot, Covered, EngineStats, Reclaimable};
+// The one error type and its result alias.
+pub use engine_api::{Error, Result};
+// The in-memory reference engine.
+pub use engine_api::MemoryEngine;
+// The offline consistency check's report.
+pub use engine_api::{Damage, VerifyReport};
+// How a key appears in messages and reports (readable when printable, hex otherwise).
+pub use engine_api::display::display_key;
+
+/// The opt-in panic hook of the disk backends' containment: a host that calls
+/// [`quiet_contained_panics`](contain::quiet_contained_panics) once at startup no longer sees
+/// the default hook's message for a storage engine panic that was turned into an error.
+pub mod contain {
+    pub use disk::contain::{ContainedPanics, contained_panics, quiet_contained_panics};
+}
+
+/// The process's file-descriptor limit, which the disk backends' budgets admit buckets against:
+/// a host raises it here (or with `ulimit -n`) before opening many buckets.
+pub mod process {
+    pub use disk::process::{FdLimit, fd_limit, set_fd_limit, set_fd_soft_limit};
+}
 pub use tidemark_bucket::{
     BucketId, BucketStats, HistoricalBucket, LakeLookuper, LakeSnapshot, LakeTimeouts, MemoryLake,
     Progress, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,

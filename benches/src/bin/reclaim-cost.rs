@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use engine_api::rng::SplitMix64;
+use test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, MemoryLake, ReclaimScheduler, SchedulerConfig};
 use tidemark::{
     Backend, Engine, EngineHandle, EngineOptions, ReclaimReport, Result, WriteBatch, forward_engine,

@@ -67,7 +67,7 @@ impl ReclaimPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine_api::covered::Covered;
+    use engine_api::Covered;
 
     fn estimate(entries: u64, bytes: u64, stored: u64) -> Reclaimable {
         Reclaimable {

@@ -18,7 +18,7 @@ use crate::EngineFactory;
 pub type Bucket = HistoricalBucket;
 
 /// The workload generator every scenario uses, so every backend sees the same workload.
-pub use engine_api::rng::SplitMix64 as Rng;
+pub use test_support::rng::SplitMix64 as Rng;
 
 /// The key with index `i`.
 pub fn key(i: u64) -> Vec<u8> {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use engine_api::disk::high_water::{self, HIGH_WATER_FILE, HighWater};
+use disk::high_water::{self, HIGH_WATER_FILE, HighWater};
 use engine_api::{Engine, EngineOptions, Error, OpenMode};
 
 use super::util::{assert_lookup, value};

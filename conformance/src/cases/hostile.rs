@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use engine_api::rng::SplitMix64;
 use engine_api::{Engine, EngineOptions, Error, LocalLookup};
+use test_support::rng::SplitMix64;
 
 use crate::EngineFactory;
 use crate::hostile::workload::acceptable;

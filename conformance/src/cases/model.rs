@@ -368,8 +368,8 @@ fn covered_in(
     model: &MemoryEngine,
     threshold: u64,
     step: usize,
-) -> Result<engine_api::covered::Covered, TestCaseError> {
-    let mut covered = engine_api::covered::Covered::default();
+) -> Result<engine_api::Covered, TestCaseError> {
+    let mut covered = engine_api::Covered::default();
     for k in 0..KEY_SPACE {
         let key = key_bytes(k);
         let (offset, value_len) = match ok(step, "model lookup", model.lookup(&key))? {

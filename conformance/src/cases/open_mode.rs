@@ -1,7 +1,8 @@
 //! Opening existing stores (§ Engine contract / open): an open that must find a store creates
 //! nothing where there is none, and a read-only open reads everything and writes nothing.
 
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, Record, layout};
+use disk::layout;
+use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, Record};
 
 use super::util::{assert_lookup, batch, file_snapshot, tombstone, value};
 use crate::{EngineFactory, Harness};

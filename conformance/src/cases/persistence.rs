@@ -177,7 +177,7 @@ pub fn foreign_directory_rejected<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let name = h.backend();
     let opts = h.options().clone();
-    let marker = engine_api::layout::MARKER_FILE;
+    let marker = disk::layout::MARKER_FILE;
     let prepare = |dir: &str, file: &str, text: &str| {
         let path = h.scratch().join(dir);
         std::fs::create_dir_all(&path).unwrap();

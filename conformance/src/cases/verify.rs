@@ -1,7 +1,7 @@
 //! The offline consistency check (§ Engine contract / verify): a consistent store is clean and
 //! counted; each kind of damage is found, with its keys, and nothing else; nothing is changed.
 
-use engine_api::sweeper::index_key;
+use disk::sweeper::index_key;
 use engine_api::{Damage, Engine, Record, VerifyReport, codec};
 
 use super::util::batch;

@@ -40,8 +40,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use engine_api::rng::SplitMix64;
 use engine_api::{LocalLookup, WriteBatch};
+use test_support::rng::SplitMix64;
 
 use crate::child::{self, Role};
 use crate::skip::notice;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use backend_redb::{RedbContext, RedbEngine};
-use engine_api::sweeper::SweepTotals;
+use disk::sweeper::SweepTotals;
 use engine_api::{EngineOptions, OpenEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -67,7 +67,7 @@ impl EngineFactory for RedbFactory {
         engine.remove_index_row(row)
     }
 
-    fn faults<'a>(&self, engine: &'a RedbEngine) -> Option<&'a engine_api::fault::Faults> {
+    fn faults<'a>(&self, engine: &'a RedbEngine) -> Option<&'a disk::fault::Faults> {
         Some(engine.faults())
     }
 }
@@ -88,7 +88,7 @@ impl crate::scale::ScaleFactory for RedbFactory {
         RedbEngine::open_in(context, dir, options)
     }
 
-    fn bounds(&self, context: &RedbContext, buckets: usize) -> engine_api::budget::ResourceBounds {
+    fn bounds(&self, context: &RedbContext, buckets: usize) -> disk::budget::ResourceBounds {
         context.bounds(buckets)
     }
 }

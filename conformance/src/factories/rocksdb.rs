@@ -62,7 +62,7 @@ impl EngineFactory for RocksDbFactory {
         engine.compact_to_bottom()
     }
 
-    fn faults<'a>(&self, engine: &'a RocksDbEngine) -> Option<&'a engine_api::fault::Faults> {
+    fn faults<'a>(&self, engine: &'a RocksDbEngine) -> Option<&'a disk::fault::Faults> {
         Some(engine.faults())
     }
 
@@ -99,11 +99,7 @@ impl crate::scale::ScaleFactory for RocksDbFactory {
     }
 
     /// Each of the scenario's buckets holds one table file per column family after its reclaim.
-    fn bounds(
-        &self,
-        context: &RocksDbContext,
-        buckets: usize,
-    ) -> engine_api::budget::ResourceBounds {
+    fn bounds(&self, context: &RocksDbContext, buckets: usize) -> disk::budget::ResourceBounds {
         context.bounds(buckets, 2)
     }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use backend_sled::{SledContext, SledContextOptions, SledEngine};
-use engine_api::sweeper::SweepTotals;
+use disk::sweeper::SweepTotals;
 use engine_api::{EngineOptions, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -20,7 +20,7 @@ pub struct SledFactory;
 /// The context every [`SledFactory`] engine is opened in (see there).
 fn context() -> Result<SledContext> {
     static CONTEXT: std::sync::Mutex<Option<SledContext>> = std::sync::Mutex::new(None);
-    engine_api::sync::get_or_try_init(&CONTEXT, "conformance sled context", || {
+    disk::sync::get_or_try_init(&CONTEXT, "conformance sled context", || {
         SledContext::new(SledContextOptions {
             rebuild_min_bytes: 0,
             rebuild_growth: 1.0,
@@ -82,7 +82,7 @@ impl EngineFactory for SledFactory {
         engine.remove_index_row(row)
     }
 
-    fn faults<'a>(&self, engine: &'a SledEngine) -> Option<&'a engine_api::fault::Faults> {
+    fn faults<'a>(&self, engine: &'a SledEngine) -> Option<&'a disk::fault::Faults> {
         Some(engine.faults())
     }
 }
@@ -103,7 +103,7 @@ impl crate::scale::ScaleFactory for SledFactory {
         SledEngine::open_in(context, dir, options)
     }
 
-    fn bounds(&self, context: &SledContext, buckets: usize) -> engine_api::budget::ResourceBounds {
+    fn bounds(&self, context: &SledContext, buckets: usize) -> disk::budget::ResourceBounds {
         context.bounds(buckets)
     }
 }

@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use engine_api::rng::SplitMix64;
+use test_support::rng::SplitMix64;
 
 /// One kind of damage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

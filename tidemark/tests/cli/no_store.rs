@@ -2,7 +2,7 @@
 //! leaves the path exactly as it was.
 
 use conformance::cases::util::file_snapshot;
-use tidemark::layout;
+use disk::layout;
 
 use crate::support::{arg, disk_backends, tidemark};
 

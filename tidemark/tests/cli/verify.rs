@@ -6,8 +6,9 @@ use std::path::Path;
 use conformance::cases::util::noise;
 use conformance::factories::{RedbFactory, RocksDbFactory, SledFactory};
 use conformance::{EngineFactory, Harness};
-use tidemark::sweeper::index_key;
-use tidemark::{Engine, WriteBatch, codec};
+use disk::sweeper::index_key;
+use engine_api::codec;
+use tidemark::{Engine, WriteBatch};
 
 use crate::support::{arg, release_sled_lock, tidemark};
 

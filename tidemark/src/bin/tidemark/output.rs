@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use tidemark::{Error, Result, codec};
+use tidemark::{Error, Result, display_key};
 
 /// Lines of `label  value`, the values aligned in one column.
 #[derive(Debug, Default)]
@@ -57,7 +57,7 @@ pub fn emit(json: bool, doc: &impl Serialize, text: impl FnOnce() -> String) -> 
     Ok(())
 }
 
-/// A key as JSON shows it: readable (`codec::display_key`) and exact (hex).
+/// A key as JSON shows it: readable (`display_key`) and exact (hex).
 #[derive(Debug, Serialize)]
 pub struct JsonKey {
     /// UTF-8 in quotes when printable, else `0x…` hex; long keys truncated.
@@ -70,7 +70,7 @@ impl JsonKey {
     /// Both forms of `key`.
     pub fn new(key: &[u8]) -> Self {
         JsonKey {
-            key: codec::display_key(key),
+            key: display_key(key),
             key_hex: key.iter().map(|b| format!("{b:02x}")).collect(),
         }
     }

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use disk::layout;
 use serde::Serialize;
-use tidemark::layout;
 use tidemark::{Backend, EngineHandle, EngineOptions, Error, OpenMode, Result};
 
 /// The store a command works on.

@@ -2,7 +2,7 @@
 //! (`Engine::verify`), printed as a report; damage makes the exit status 1.
 
 use serde::Serialize;
-use tidemark::{Engine, OpenMode, Result, VerifyReport, codec};
+use tidemark::{Engine, OpenMode, Result, VerifyReport, display_key};
 
 use crate::output::{Fields, JsonKey, emit};
 use crate::store::{Store, StoreArgs, StoreJson};
@@ -143,7 +143,7 @@ fn render(store: &Store, r: &VerifyReport) -> String {
             let key = if x.key.is_empty() {
                 "(before the first key)".to_string()
             } else {
-                codec::display_key(&x.key)
+                display_key(&x.key)
             };
             out.push_str(&format!("      {key}: {}\n", x.detail));
         }

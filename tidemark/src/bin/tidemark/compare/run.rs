@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use tidemark::rng::SplitMix64;
+use test_support::rng::SplitMix64;
 use tidemark::{
     Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, Error,
     HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler, Result,

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use tidemark::rng::SplitMix64;
+use test_support::rng::SplitMix64;
 use tidemark::{Record, WriteBatch};
 
 /// Offsets spread over the generator's seeds (the golden-ratio increment of SplitMix64).

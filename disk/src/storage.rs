@@ -1,20 +1,20 @@
-//! [`Storage`]: the primitives a disk backend supplies to [`DiskEngine`](super::DiskEngine).
+//! [`Storage`]: the primitives a disk backend supplies to [`DiskEngine`](crate::DiskEngine).
 
-use crate::batch::Record;
-use crate::covered::MetaRow;
-use crate::error::Result;
 use crate::sweeper::SweepTotals;
 use crate::turns::WriterTurns;
-use crate::verify::Verifier;
+use engine_api::batch::Record;
+use engine_api::covered::MetaRow;
+use engine_api::error::Result;
+use engine_api::verify::Verifier;
 
-use super::meta::MetaKey;
+use crate::meta::MetaKey;
 
 /// Which reclaim the engine asks its storage for.
 #[derive(Debug, Clone, Copy)]
 pub struct ReclaimRequest<'a> {
     /// Remove every entry with `offset < threshold`, and nothing else.
     pub threshold: u64,
-    /// `true` for [`Engine::reclaim_below`](crate::Engine::reclaim_below): the threshold ignores
+    /// `true` for [`Engine::reclaim_below`](engine_api::Engine::reclaim_below): the threshold ignores
     /// the retention distance. A storage whose reclamation reads its threshold from elsewhere (a
     /// compaction filter reading `W − D`) must put `threshold` in force for this call.
     pub purge: bool,
@@ -37,7 +37,7 @@ pub struct ReclaimWork {
     /// Bytes on disk after.
     pub bytes_after: u64,
     /// Bytes the reclaim wrote, when the storage measures it (see
-    /// [`ReclaimReport::bytes_rewritten`](crate::ReclaimReport::bytes_rewritten)).
+    /// [`ReclaimReport::bytes_rewritten`](engine_api::ReclaimReport::bytes_rewritten)).
     pub bytes_rewritten: Option<u64>,
     /// Row-level detail when the storage reclaims with the shared sweeper.
     pub sweep: Option<SweepTotals>,
@@ -52,7 +52,7 @@ pub struct LiveEntries {
     pub exact: bool,
 }
 
-/// A disk backend's storage primitives. [`DiskEngine`](super::DiskEngine) holds the locks, the
+/// A disk backend's storage primitives. [`DiskEngine`](crate::DiskEngine) holds the locks, the
 /// watermark and applied end, the counters and the contract's arithmetic; a storage only stores.
 ///
 /// Calls that change data are made under the engine's writer lock (`commit`, `persist_meta`,
@@ -63,7 +63,7 @@ pub trait Storage: Send + Sync + 'static {
     const BACKEND: &'static str;
 
     /// What a reclaim of this storage costs (the engine declares it to the scheduler).
-    const RECLAIM_COST: crate::ReclaimCost;
+    const RECLAIM_COST: engine_api::ReclaimCost;
 
     /// The stored bytes of a metadata value, `None` when absent.
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>>;
@@ -165,7 +165,7 @@ pub trait Storage: Send + Sync + 'static {
     /// so any combination of features compiles.
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let _ = (key, stored);
-        Err(crate::Error::Unsupported(format!(
+        Err(engine_api::Error::Unsupported(format!(
             "{} was built without the `testing` feature: raw injection is off",
             Self::BACKEND
         )))

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::FD_RESERVE;
-use crate::error::Result;
 use crate::process::{self, FdCount, FdLimit};
-use crate::sync;
+use engine_api::error::Result;
+use engine_api::sync;
 
 /// What admission reads of the process: the real one reads `getrlimit` and `/proc/self/fd`;
 /// tests give numbers.

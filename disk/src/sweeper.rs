@@ -11,29 +11,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, Decoded};
-use crate::error::Result;
 use crate::turns::{MAX_YIELD, WriterTurns};
-
-/// Builds the index key `offset BE ‖ key`.
-pub fn index_key(offset: u64, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + key.len());
-    out.extend_from_slice(&offset.to_be_bytes());
-    out.extend_from_slice(key);
-    out
-}
-
-/// Splits an index key into `(offset, key)`; `None` when it is shorter than 8 bytes.
-pub fn parse_index_key(index_key: &[u8]) -> Option<(u64, &[u8])> {
-    let (tag, key) = index_key.split_first_chunk::<8>()?;
-    Some((u64::from_be_bytes(*tag), key))
-}
-
-/// The exclusive upper bound of the index range covered by `threshold`: every index key with
-/// `offset < threshold` sorts strictly below these 8 bytes.
-pub fn index_upper_bound(threshold: u64) -> [u8; 8] {
-    threshold.to_be_bytes()
-}
+use engine_api::codec::{self, Decoded};
+use engine_api::error::Result;
+pub use engine_api::offset_index::{index_key, index_upper_bound, parse_index_key};
+use engine_api::options::EngineOptions;
 
 /// What to do with one index row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,7 +171,7 @@ pub const FIRST_TIMED_CHUNK_ROWS: usize = 16;
 ///
 /// ```
 /// use std::time::Duration;
-/// use engine_api::sweeper::ChunkSizer;
+/// use disk::sweeper::ChunkSizer;
 ///
 /// let mut sizer = ChunkSizer::new(4096, Some(Duration::from_millis(1)));
 /// assert_eq!(sizer.rows(), 16);
@@ -220,6 +202,12 @@ impl ChunkSizer {
                 None => max_rows,
             },
         }
+    }
+
+    /// The chunk sizing of a sweep under `options`, with at most `cap` rows per chunk whatever
+    /// `sweep_chunk_rows` says (a backend's own limit; `usize::MAX` for none).
+    pub fn for_options(options: &EngineOptions, cap: usize) -> Self {
+        ChunkSizer::new(options.sweep_chunk_rows.min(cap), options.sweep_chunk_time)
     }
 
     /// Rows the next chunk may visit.

@@ -15,7 +15,7 @@
 //! every admitted bucket's ceiling, its own and [`FD_RESERVE`] fit under the soft limit.
 //!
 //! ```
-//! use engine_api::budget::BucketBudget;
+//! use disk::budget::BucketBudget;
 //!
 //! let budget = BucketBudget::new("example", 2, 1);
 //! let dir = std::path::Path::new("/tmp/bucket");
@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
 
 mod reservation;
 

@@ -6,7 +6,7 @@
 //! [`catch_panic`]), so such a panic becomes [`Error::Backend`] naming the operation and the panic
 //! message: the caller gets an error instead of a panic unwinding through it (and through the
 //! locks it holds). A panic in a call that may write also fails the store
-//! ([`Error::StoreFailed`]); see [`crate::disk`].
+//! ([`Error::StoreFailed`]); see [`DiskEngine`](crate::DiskEngine).
 //!
 //! A contained panic still runs the process's panic hook, which by default prints the message
 //! and a backtrace note on stderr, once per panic. A host (or a tool such as the `tidemark`
@@ -24,7 +24,7 @@ use std::panic::{self, AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
 
 thread_local! {
     /// How many [`catch_panic`] calls are running on this thread (they may nest): the quiet hook
@@ -118,7 +118,7 @@ fn inside_contained() -> bool {
 /// do nothing.
 ///
 /// ```
-/// use engine_api::contain::{contained, contained_panics, quiet_contained_panics};
+/// use disk::contain::{contained, contained_panics, quiet_contained_panics};
 ///
 /// quiet_contained_panics();
 /// // Prints nothing on stderr: the panic is an error naming the operation and the message.

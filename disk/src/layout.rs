@@ -3,13 +3,15 @@
 //! instead of a confusing engine failure or, worse, an engine silently creating files beside
 //! another engine's.
 
+pub mod high_water;
+
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::Path;
 
-use crate::codec::FORMAT_VERSION;
-use crate::error::{Error, Result};
-use crate::options::OpenMode;
+use engine_api::codec::FORMAT_VERSION;
+use engine_api::error::{Error, Result};
+use engine_api::options::OpenMode;
 
 /// Name of the marker file inside every bucket directory.
 pub const MARKER_FILE: &str = "TIDEMARK";

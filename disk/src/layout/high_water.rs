@@ -20,7 +20,7 @@ use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
 
 /// Name of the high-water record inside a bucket directory.
 pub const HIGH_WATER_FILE: &str = "TIDEMARK.high-water";

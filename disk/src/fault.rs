@@ -23,7 +23,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{Error, Result};
+use engine_api::error::{Error, Result};
 
 /// Where a fault strikes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

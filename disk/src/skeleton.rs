@@ -9,35 +9,31 @@
 //! error, never an unwind through a lock; one in a call that writes fails the store). A backend
 //! supplies only how to store (see [`Storage`]).
 
-pub mod high_water;
-pub mod meta;
-mod storage;
-
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::batch::{WriteBatch, validate_key};
-use crate::codec;
 use crate::contain::{catch_panic, contained};
-use crate::covered::{self, CoveredRuns};
-use crate::engine::Engine;
-use crate::error::{Error, Result};
 use crate::layout::{self, FileStart};
-use crate::options::EngineOptions;
-use crate::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use crate::stats::{EngineCounters, EngineStats, Reclaimable};
 use crate::sweeper::SweepTotals;
-use crate::sync;
 use crate::turns::WriterTurns;
-use crate::verify::{Verifier, VerifyReport};
-use crate::watermark::{self, ProgressCell, reclaim_threshold};
+use engine_api::batch::{WriteBatch, validate_key};
+use engine_api::codec;
+use engine_api::covered::{self, CoveredRuns};
+use engine_api::engine::Engine;
+use engine_api::error::{Error, Result};
+use engine_api::options::EngineOptions;
+use engine_api::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+use engine_api::stats::{EngineCounters, EngineStats, Reclaimable};
+use engine_api::sync;
+use engine_api::verify::{Verifier, VerifyReport};
+use engine_api::watermark::{self, ProgressCell, reclaim_threshold};
 
-pub use high_water::HighWater;
-pub use meta::MetaKey;
-pub use storage::{LiveEntries, ReclaimRequest, ReclaimWork, Storage};
+use crate::layout::high_water::{self, HighWater};
+use crate::meta::{self, MetaKey};
+use crate::storage::{ReclaimRequest, Storage};
 
 /// What a backend's storage constructor gets from [`DiskEngine::open`].
 #[derive(Debug)]
@@ -78,7 +74,7 @@ impl StorageInit<'_> {
 /// The [`Engine`] contract over a backend's [`Storage`].
 ///
 /// Backends wrap it in their own engine type (which adds backend diagnostics) and forward the
-/// trait with [`forward_engine!`](crate::forward_engine).
+/// trait with [`forward_engine!`](engine_api::forward_engine).
 ///
 /// Every call into the storage runs contained ([`crate::contain`]), inside the locks it needs,
 /// so a panic of the storage engine never unwinds through a lock guard (nothing is poisoned)
@@ -103,7 +99,7 @@ pub struct DiskEngine<S: Storage> {
     turns: WriterTurns,
     last_sweep: Mutex<Option<SweepTotals>>,
     /// Covered entries and bytes, kept incrementally and persisted with the commits (see
-    /// [`crate::covered`]).
+    /// [`engine_api::covered`]).
     covered: Mutex<CoveredRuns>,
     /// The last high-water record written (or found at open); its lock also serialises the
     /// writes of the record file.
@@ -137,9 +133,9 @@ impl<S: Storage> DiskEngine<S> {
     /// anything is written), opens the storage with `open`, then checks the format version (or
     /// writes it, durably, for a new store) and restores `W` and the applied end.
     ///
-    /// With an [`OpenMode`](crate::options::OpenMode) that does not create, the directory must
+    /// With an [`OpenMode`](engine_api::options::OpenMode) that does not create, the directory must
     /// already hold a store of `S::BACKEND` ([`layout::check_directory`]: nothing is created);
-    /// with [`OpenMode::ReadOnly`](crate::options::OpenMode::ReadOnly) nothing is written, not
+    /// with [`OpenMode::ReadOnly`](engine_api::options::OpenMode::ReadOnly) nothing is written, not
     /// even the format version of a store that lacks one, and every write is refused with
     /// [`Error::ReadOnly`].
     pub fn open(
@@ -585,7 +581,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
         S::BACKEND
     }
 
-    fn reclaim_cost(&self) -> crate::ReclaimCost {
+    fn reclaim_cost(&self) -> engine_api::ReclaimCost {
         S::RECLAIM_COST
     }
 

@@ -1,0 +1,32 @@
+//! # Tidemark disk toolkit
+//!
+//! What the disk backends (RocksDB, sled, redb) build on, over the contract of `engine_api`:
+//!
+//! - the one skeleton every disk backend shares: [`DiskEngine`] implements the whole
+//!   [`Engine`](engine_api::Engine) contract over a backend's [`Storage`] primitives
+//!   ([`StorageInit`], [`ReclaimRequest`], [`ReclaimWork`], [`LiveEntries`]), with its
+//!   metadata keys ([`meta`]);
+//! - the range-scan [`sweeper`] loop of the B-tree backends (sled, redb) and the [`turns`] that
+//!   let writers in between its chunks;
+//! - the directory [`layout`] marker and the durable high-water record
+//!   ([`layout::high_water`]);
+//! - the per-process file-descriptor [`budget`] and what it reads of the [`process`];
+//! - panic containment of storage calls ([`contain`]), injected faults for tests ([`fault`],
+//!   armed only with the cargo feature `testing`), and process-wide slots ([`sync`]).
+
+pub mod budget;
+pub mod contain;
+pub mod fault;
+pub mod layout;
+pub mod meta;
+pub mod process;
+mod skeleton;
+mod storage;
+pub mod sweeper;
+pub mod sync;
+pub mod turns;
+
+pub use layout::high_water::{self, HighWater};
+pub use meta::MetaKey;
+pub use skeleton::{DiskEngine, StorageInit};
+pub use storage::{LiveEntries, ReclaimRequest, ReclaimWork, Storage};
