@@ -232,13 +232,13 @@ impl BucketBudget {
                 "above the hard limit of {hard}, which needs the privilege to raise it: \
                  `ulimit -n {suggested}` as root in the shell that starts the process, \
                  LimitNOFILE={suggested} in its systemd unit, or \
-                 `engine_api::process::set_fd_limit({suggested})` at start-up \
+                 `tidemark::process::set_fd_limit({suggested})` at start-up \
                  (CAP_SYS_RESOURCE)"
             ),
             _ => format!(
                 "`ulimit -n {suggested}` in the shell that starts the process, \
                  LimitNOFILE={suggested} in its systemd unit, or \
-                 `engine_api::process::set_fd_soft_limit({suggested})` at start-up"
+                 `tidemark::process::set_fd_soft_limit({suggested})` at start-up"
             ),
         };
         format!(
