@@ -1,4 +1,5 @@
-//! sled-specific persistence: meta validation, the format version and its upgrade, second opens, the persisted live count (reopening in general is in the conformance suite).
+//! sled-specific persistence: meta validation, the format version and its upgrade, second
+//! opens, the persisted live count (reopening in general is in the conformance suite).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;

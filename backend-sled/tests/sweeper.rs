@@ -1,4 +1,5 @@
-//! The range-scan sweeper on sled: why its chunks are capped (the shared contract of the sweeper is in the conformance suite).
+//! The range-scan sweeper on sled: why its chunks are capped (the sweeper's shared contract is
+//! in the conformance suite).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;

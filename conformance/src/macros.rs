@@ -62,7 +62,7 @@ macro_rules! for_each_case {
             sweep_visits_only_covered_index_rows [OffsetIndex] "a sweep visits exactly the covered index rows (not the table), in bounded chunks, and drops stale rows of overwritten keys",
             purge_sweep_ignores_distance_and_drops_stale_rows [OffsetIndex] "a purge sweep ignores the retention distance, drops stale index rows, keeps the newer tombstone and never passes W",
             unreadable_index_rows_are_kept_and_counted [OffsetIndex] "an index row too short to name an entry is kept and counted by every sweep, never deleted",
-            unsynced_writes_survive_a_clean_close [Reopen] "with sync_writes=false, every batch applied after the last flush, a tombstone and an adopted W survive a clean close",
+            unsynced_writes_survive_a_clean_close [Reopen] "with sync_writes=false, batches and a tombstone applied after the last durable point (flush, adopted W) survive a clean close",
             copies_of_an_unsynced_store_open_to_a_durable_prefix [Reopen, Files] "lost unsynced writes: copies of a live sync_writes=false store taken between calls open to whole-batch prefixes no shorter than the last watermark change, W as it was, every key right; replay restores the rest",
             // injected storage faults
             failed_commit_writes_nothing [Faults] "an apply whose commit fails (a full disk) returns the error and writes nothing, also across a reopen; the retry applies once",

@@ -94,6 +94,7 @@ pub use engine_api::{Error, Result};
 // The in-memory reference engine.
 pub use engine_api::MemoryEngine;
 // The offline consistency check's report.
+pub use engine_api::verify::{Example, Finding};
 pub use engine_api::{Damage, VerifyReport};
 // How a key appears in messages and reports (readable when printable, hex otherwise).
 pub use engine_api::display::display_key;

@@ -1,4 +1,4 @@
-//! When a reclaim pays for itself: the scheduler's skip rule, per backend kind.
+//! When a reclaim pays for itself: the scheduler's skip rule, per reclaim cost model.
 //!
 //! A sweeper (sled, redb) visits only the covered index rows, so a reclaim costs about what it
 //! reclaims and is worth running as soon as anything is covered. An LSM compaction (RocksDB)
@@ -10,7 +10,7 @@
 
 use engine_api::Reclaimable;
 
-/// The skip rule for one backend kind.
+/// The skip rule for one reclaim cost model ([`engine_api::ReclaimCost`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReclaimPolicy {
     /// Fewer covered entries than this: skip. 0 with a ratio of 0 never skips (and never reads

@@ -70,7 +70,8 @@ pub fn corrupt_value_lookup_names_key<F: EngineFactory>(factory: F) {
 
 /// Reclamation keeps what it cannot decode and counts it, each entry exactly once per reclaim
 /// (report and counters), while removing the covered entries around it; the corrupt entries are
-/// still there (still `Corrupt`) after repeated reclaims.
+/// still there (still `Corrupt`, and counted live where the count is exact) after repeated
+/// reclaims.
 pub fn reclaim_keeps_and_counts_corrupt<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
@@ -90,6 +91,11 @@ pub fn reclaim_keeps_and_counts_corrupt<F: EngineFactory>(factory: F) {
         "reclaim must meet, keep and count each injected corrupt entry exactly once"
     );
     assert_eq!(e.stats().unwrap().counters.corrupt_kept, injected);
+    // What a reclaim keeps still counts as live, where the backend counts exactly.
+    let exact = h.capabilities().exact_live_entries;
+    if exact {
+        assert_eq!(e.stats().unwrap().live_entries, injected + 1);
+    }
     for (k, _, needle) in corruptions() {
         assert_corrupt(e, &k, needle);
     }
@@ -99,6 +105,9 @@ pub fn reclaim_keeps_and_counts_corrupt<F: EngineFactory>(factory: F) {
     let r = e.reclaim().unwrap();
     assert_eq!((r.values_removed, r.corrupt_kept), (1, injected));
     assert_eq!(e.stats().unwrap().counters.corrupt_kept, 2 * injected);
+    if exact {
+        assert_eq!(e.stats().unwrap().live_entries, injected);
+    }
     for (k, _, needle) in corruptions() {
         assert_corrupt(e, &k, needle);
     }

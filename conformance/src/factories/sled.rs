@@ -10,22 +10,23 @@ use crate::factory::{Capabilities, EngineFactory};
 
 /// Opens [`SledEngine`]s; sled persists, counts live entries exactly and accepts raw bytes.
 ///
-/// Every engine comes from one context that rebuilds a bucket into a fresh database at every
-/// reclaim, however small (`rebuild_min_bytes: 0`, `rebuild_growth: 1.0`), so the whole suite
-/// (crashes, concurrency, persistence, hostile files) runs across rebuilds, which the default
-/// 4 MiB minimum would never reach in these small stores.
+/// Every engine comes from a context of its own that rebuilds the bucket into a fresh database
+/// at every reclaim, however small (`rebuild_min_bytes: 0`, `rebuild_growth: 1.0`), so the whole
+/// suite (crashes, concurrency, persistence, hostile files) runs across rebuilds, which the
+/// default 4 MiB minimum would never reach in these small stores. A context of its own, because a
+/// context runs one rebuild at a time and skips a rebuild that is due while another bucket's
+/// runs: in one shared context the cases running in parallel would take each other's rebuilds,
+/// and what a case measures (its bytes on disk above all) would depend on their timing. Opening
+/// a store this process already has open is still refused: that registry is process-wide.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SledFactory;
 
-/// The context every [`SledFactory`] engine is opened in (see there).
+/// A context for one [`SledFactory`] engine (see there).
 fn context() -> Result<SledContext> {
-    static CONTEXT: std::sync::Mutex<Option<SledContext>> = std::sync::Mutex::new(None);
-    disk::sync::get_or_try_init(&CONTEXT, "conformance sled context", || {
-        SledContext::new(SledContextOptions {
-            rebuild_min_bytes: 0,
-            rebuild_growth: 1.0,
-            ..SledContextOptions::default()
-        })
+    SledContext::new(SledContextOptions {
+        rebuild_min_bytes: 0,
+        rebuild_growth: 1.0,
+        ..SledContextOptions::default()
     })
 }
 
