@@ -8,6 +8,7 @@
 
 use std::sync::Mutex;
 
+use disk::BackendContext;
 use disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 use engine_api::Result;
 
@@ -35,7 +36,7 @@ pub type RedbContextOptions = CacheBudget;
 /// Shared redb resources; cheap to clone. Open engines keep their share until dropped.
 ///
 /// ```
-/// use backend_redb::{RedbContext, RedbContextOptions, RedbEngine};
+/// use backend_redb::{BackendContext, RedbContext, RedbContextOptions, RedbEngine};
 /// use engine_api::EngineOptions;
 ///
 /// let context = RedbContext::new(RedbContextOptions { max_buckets: 1, ..Default::default() })?;
@@ -57,9 +58,23 @@ pub struct RedbContext {
 }
 
 impl RedbContext {
+    /// Each bucket's page-cache share, bytes.
+    pub fn cache_bytes_per_bucket(&self) -> u64 {
+        self.cache_share
+    }
+
+    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
+    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
+        self.budget.admit(dir)
+    }
+}
+
+impl BackendContext for RedbContext {
+    type Options = RedbContextOptions;
+
     /// Creates the budget. Errors: [`engine_api::Error::InvalidInput`] when the cache share per
     /// bucket would be below [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0.
-    pub fn new(settings: RedbContextOptions) -> Result<Self> {
+    fn new(settings: RedbContextOptions) -> Result<Self> {
         let cache_share = settings.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
         Ok(RedbContext {
             budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
@@ -68,42 +83,37 @@ impl RedbContext {
         })
     }
 
-    /// A context with the default settings admitting `buckets` buckets (the cache budget stays
-    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
-    pub fn for_buckets(buckets: usize) -> Result<Self> {
-        Self::new(CacheBudget::for_buckets(
-            buckets,
-            MIN_CACHE_BYTES_PER_BUCKET,
-        ))
-    }
-
     /// The process-wide default context ([`RedbContextOptions::default`]), created on first use;
     /// [`engine_api::OpenEngine::open`] opens engines from it.
-    pub fn global() -> Result<Self> {
+    fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RedbContext>> = Mutex::new(None);
         disk::sync::get_or_try_init(&GLOBAL, "global redb context", || {
             RedbContext::new(RedbContextOptions::default())
         })
     }
 
+    /// A context with the default settings admitting `buckets` buckets (the cache budget stays
+    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
+    fn for_buckets(buckets: usize) -> Result<Self> {
+        Self::new(CacheBudget::for_buckets(
+            buckets,
+            MIN_CACHE_BYTES_PER_BUCKET,
+        ))
+    }
+
     /// The settings it was created with.
-    pub fn settings(&self) -> &RedbContextOptions {
+    fn settings(&self) -> &RedbContextOptions {
         &self.settings
     }
 
-    /// Each bucket's page-cache share, bytes.
-    pub fn cache_bytes_per_bucket(&self) -> u64 {
-        self.cache_share
-    }
-
     /// Buckets open from this context now.
-    pub fn open_buckets(&self) -> usize {
+    fn open_buckets(&self) -> usize {
         self.budget.open_buckets()
     }
 
     /// What `buckets` open buckets of this context hold at most: no thread, a descriptor each
     /// (also their reservation), their cache shares plus [`MEMORY_PER_BUCKET`] each.
-    pub fn bounds(&self, buckets: usize) -> ResourceBounds {
+    fn bounds(&self, buckets: usize) -> ResourceBounds {
         let n = buckets as u64;
         ResourceBounds {
             threads: 0,
@@ -111,10 +121,5 @@ impl RedbContext {
             fds_reserved: n * FDS_PER_BUCKET,
             memory_bytes: n * (self.cache_share + MEMORY_PER_BUCKET),
         }
-    }
-
-    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
-    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
-        self.budget.admit(dir)
     }
 }

@@ -1,5 +1,6 @@
 //! [`RedbEngine`]: the shared disk-engine skeleton over one redb database file per bucket.
 
+use disk::BackendContext;
 use std::path::{Path, PathBuf};
 
 use disk::sweeper::SweepTotals;
@@ -50,6 +51,11 @@ pub struct RedbEngine {
 }
 
 impl RedbEngine {
+    /// The shared skeleton under the engine (see `DiskBackend::skeleton`).
+    pub(crate) fn skeleton(&self) -> &DiskEngine<RedbStorage> {
+        &self.inner
+    }
+
     /// Path of the database file.
     pub fn file_path(&self) -> &Path {
         self.inner.storage().file()
@@ -74,41 +80,6 @@ impl RedbEngine {
         // It takes redb's write transaction (then aborts it): run as a write.
         self.inner
             .write_storage("disk_stats", RedbStorage::disk_stats)
-    }
-
-    /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
-    /// fail (cargo feature `testing`; see [`disk::fault`]).
-    #[cfg(feature = "testing")]
-    pub fn faults(&self) -> &disk::fault::Faults {
-        self.inner.faults()
-    }
-
-    /// Stores `stored` verbatim under `key`, bypassing the codec. **For corruption tests only**
-    /// (cargo feature `testing`).
-    ///
-    /// The row is indexed like any write: at its tag when the bytes decode, and at offset 0 —
-    /// as if it had been written first and damaged since — when they do not, so that any sweep
-    /// with a non-zero threshold meets it, keeps it and counts it.
-    #[cfg(feature = "testing")]
-    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        self.inner.insert_raw(key, stored)
-    }
-}
-
-#[cfg(feature = "testing")]
-impl RedbEngine {
-    /// Writes `row` verbatim into the `by_offset` index, bypassing the engine. **For tests of
-    /// unreadable index rows only** (cargo feature `testing`).
-    pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        self.inner
-            .write_storage("insert_index_row", |s| s.insert_index_row(row))
-    }
-
-    /// Removes `row` from the `by_offset` index, bypassing the engine; returns whether it was
-    /// there. **For tests of data rows missing their index row only** (cargo feature `testing`).
-    pub fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        self.inner
-            .write_storage("remove_index_row", |s| s.remove_index_row(row))
     }
 }
 

@@ -9,6 +9,7 @@
 //! Reclamation is the shared range-scan sweeper of `disk::sweeper`; this crate only
 //! supplies the chunk transaction. See the crate README for the trade-offs.
 
+mod backend;
 mod context;
 mod db;
 mod engine;
@@ -17,7 +18,13 @@ mod storage;
 mod sweep;
 mod tables;
 
+#[cfg(feature = "testing")]
+pub use backend::REDB_WINDOW_MULTIPLE;
+pub use backend::Redb;
 pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, RedbContext, RedbContextOptions,
 };
+/// The traits a backend's context and marker implement (import them to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds` on the context).
+pub use disk::{BackendContext, DiskBackend};
 pub use engine::{DB_FILE, RedbDiskStats, RedbEngine};

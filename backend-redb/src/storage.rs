@@ -33,7 +33,7 @@ pub(crate) const DURABLE_EVERY_RECORDS: u64 = 2_560;
 
 /// One bucket's database file.
 #[derive(Debug)]
-pub(crate) struct RedbStorage {
+pub struct RedbStorage {
     db: RedbDb,
     file: PathBuf,
     /// Records committed since the last durable commit (see [`DURABLE_EVERY_RECORDS`]).
@@ -155,26 +155,6 @@ impl RedbStorage {
     /// The writable database, or [`engine_api::Error::ReadOnly`] for `operation`.
     fn writable(&self, operation: &'static str) -> Result<&Database> {
         self.db.writable(&self.file, operation)
-    }
-
-    #[cfg(feature = "testing")]
-    pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        let txn = self.writable("insert_index_row")?.begin_write().redb()?;
-        txn.open_table(BY_OFFSET).redb()?.insert(row, ()).redb()?;
-        txn.commit().redb()
-    }
-
-    #[cfg(feature = "testing")]
-    pub(crate) fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        let txn = self.writable("remove_index_row")?.begin_write().redb()?;
-        let removed = txn
-            .open_table(BY_OFFSET)
-            .redb()?
-            .remove(row)
-            .redb()?
-            .is_some();
-        txn.commit().redb()?;
-        Ok(removed)
     }
 
     pub(crate) fn disk_stats(&self) -> Result<RedbDiskStats> {
@@ -329,7 +309,13 @@ impl Storage for RedbStorage {
             before_chunk: &before_chunk,
         };
         self.sweeping.store(true, Ordering::Release);
-        let swept = sweeper::sweep(&chunker, request.threshold, self.chunks, request.turns);
+        let swept = sweeper::sweep(
+            &chunker,
+            request.threshold,
+            self.chunks,
+            request.turns,
+            request.faults,
+        );
         self.sweeping.store(false, Ordering::Release);
         let totals = swept?;
         if totals.chunks > 0 {
@@ -399,10 +385,12 @@ impl Storage for RedbStorage {
                 .redb()
         })
     }
+}
 
+#[cfg(feature = "testing")]
+impl disk::testing::StorageHooks for RedbStorage {
     /// Stores the bytes verbatim and indexes them like any write: at their tag when they
     /// decode, at offset 0 (below every non-zero threshold) when they do not.
-    #[cfg(feature = "testing")]
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let tag = engine_api::codec::checked_tag(key, stored).unwrap_or(0);
         let txn = self.writable("insert_raw")?.begin_write().redb()?;
@@ -413,5 +401,23 @@ impl Storage for RedbStorage {
             index.insert(index_key(tag, key).as_slice(), ()).redb()?;
         }
         txn.commit().redb()
+    }
+
+    fn insert_index_row(&self, row: &[u8]) -> Result<()> {
+        let txn = self.writable("insert_index_row")?.begin_write().redb()?;
+        txn.open_table(BY_OFFSET).redb()?.insert(row, ()).redb()?;
+        txn.commit().redb()
+    }
+
+    fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
+        let txn = self.writable("remove_index_row")?.begin_write().redb()?;
+        let removed = txn
+            .open_table(BY_OFFSET)
+            .redb()?
+            .remove(row)
+            .redb()?
+            .is_some();
+        txn.commit().redb()?;
+        Ok(removed)
     }
 }

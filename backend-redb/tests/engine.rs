@@ -5,6 +5,8 @@
 // Test code may unwrap.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use backend_redb::Redb;
+use disk::DiskBackend;
 use std::path::Path;
 
 use backend_redb::{DB_FILE, RedbEngine};
@@ -29,7 +31,9 @@ fn corrupt_value_is_kept_counted_and_reported_by_lookup() {
     let tmp = tempfile::tempdir().unwrap();
     let engine = open(tmp.path());
     engine.put(b"good", b"v", 0).unwrap();
-    engine.insert_raw(b"bad", &[0x07, 1, 2]).unwrap();
+    Redb::skeleton(&engine)
+        .insert_raw(b"bad", &[0x07, 1, 2])
+        .unwrap();
     engine.put(b"later", b"v", 5).unwrap();
     engine.advance_watermark(3).unwrap();
 

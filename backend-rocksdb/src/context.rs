@@ -15,6 +15,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use disk::BackendContext;
 use disk::budget::{BucketBudget, BucketLease, ResourceBounds};
 use engine_api::Result;
 use rocksdb::{
@@ -61,7 +62,7 @@ pub const ROCKSDB_SERVICE_THREADS: u64 = 2;
 
 /// Sizes and limits of a [`RocksDbContext`]. `Default` suits a process with many small buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContextOptions {
+pub struct RocksDbContextOptions {
     /// Block cache shared by every bucket, in bytes (default 64 MiB).
     pub block_cache_bytes: usize,
     /// Memory budget for all memtables of all buckets, in bytes (default 128 MiB). Past ~90% of it
@@ -81,7 +82,7 @@ pub struct ContextOptions {
     /// RocksDB's `max_open_files` of each bucket (default 20, RocksDB's least,
     /// [`MIN_OPEN_FILES`]; lower values count as it): a bucket keeps at most 10 fewer table
     /// files open ([`NON_TABLE_FILES`]), and re-opens one it needs beyond that. Its ceiling
-    /// ([`ContextOptions::fd_ceiling`]) grows with it, so every bucket open reserves that many
+    /// ([`RocksDbContextOptions::fd_ceiling`]) grows with it, so every bucket open reserves that many
     /// more descriptors.
     pub max_open_files_per_bucket: u32,
     /// Age after which RocksDB compacts a table file again on its own, in seconds (default one
@@ -95,9 +96,9 @@ pub struct ContextOptions {
     pub max_buckets: usize,
 }
 
-impl Default for ContextOptions {
+impl Default for RocksDbContextOptions {
     fn default() -> Self {
-        ContextOptions {
+        RocksDbContextOptions {
             block_cache_bytes: 64 << 20,
             write_buffer_budget_bytes: 128 << 20,
             write_buffer_bytes: 8 << 20,
@@ -112,7 +113,7 @@ impl Default for ContextOptions {
     }
 }
 
-impl ContextOptions {
+impl RocksDbContextOptions {
     /// RocksDB's `max_open_files` of each bucket, as RocksDB applies it.
     pub fn max_open_files(&self) -> u32 {
         self.max_open_files_per_bucket.max(MIN_OPEN_FILES)
@@ -164,7 +165,7 @@ struct Inner {
     base: Options,
     cache: Cache,
     write_buffers: WriteBufferManager,
-    settings: ContextOptions,
+    settings: RocksDbContextOptions,
 }
 
 impl std::fmt::Debug for RocksDbContext {
@@ -176,8 +177,58 @@ impl std::fmt::Debug for RocksDbContext {
 }
 
 impl RocksDbContext {
+    /// What `buckets` open buckets of this context hold at most: the shared flush and
+    /// compaction pools (sized once per process) and RocksDB's service threads,
+    /// [`FIXED_FDS_PER_BUCKET`] descriptors each plus their open table files, and the shared
+    /// block cache and memtable budget plus [`MEMORY_PER_BUCKET`] each; admission reserves
+    /// [`RocksDbContextOptions::fd_ceiling`] descriptors each.
+    ///
+    /// `tables_per_bucket` is how many table files each bucket holds open (RocksDB keeps every
+    /// table it reads open, up to [`RocksDbContextOptions::table_readers`]); a small, reclaimed bucket
+    /// holds two, one per column family.
+    pub fn bounds_holding_tables(&self, buckets: usize, tables_per_bucket: u64) -> ResourceBounds {
+        let s = &self.inner.settings;
+        let n = buckets as u64;
+        let tables = tables_per_bucket.min(s.table_readers());
+        ResourceBounds {
+            threads: u64::from(s.compaction_threads.max(1) + s.flush_threads.max(1))
+                + ROCKSDB_SERVICE_THREADS,
+            fds: n * (FIXED_FDS_PER_BUCKET + tables),
+            fds_reserved: n * s.fd_ceiling(),
+            memory_bytes: (s.block_cache_bytes + s.write_buffer_budget_bytes) as u64
+                + n * MEMORY_PER_BUCKET,
+        }
+    }
+
+    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
+    pub(crate) fn admit(&self, dir: &Path) -> Result<BucketLease> {
+        self.inner.budget.admit(dir)
+    }
+
+    /// Bytes the shared block cache currently holds.
+    pub fn block_cache_usage(&self) -> usize {
+        self.inner.cache.get_usage()
+    }
+
+    /// Bytes all memtables of all buckets currently hold.
+    pub fn memtable_usage(&self) -> usize {
+        self.inner.write_buffers.get_usage()
+    }
+
+    /// A copy of the options every bucket's database starts from (sharing the block cache, the
+    /// memtable budget, the rate limiter and the thread pools): the buckets' own, and a raw RocksDB
+    /// baseline's tuned exactly like them, so a benchmark compares Tidemark's bookkeeping, not
+    /// tuning.
+    pub fn db_options(&self) -> Options {
+        self.inner.base.clone()
+    }
+}
+
+impl BackendContext for RocksDbContext {
+    type Options = RocksDbContextOptions;
+
     /// Creates the shared resources and sizes the process's background thread pools.
-    pub fn new(settings: ContextOptions) -> Result<Self> {
+    fn new(settings: RocksDbContextOptions) -> Result<Self> {
         let mut env = Env::new().map_err(rocks_err)?;
         env.set_background_threads(to_c_int(settings.compaction_threads.max(1)));
         env.set_high_priority_background_threads(to_c_int(settings.flush_threads.max(1)));
@@ -201,7 +252,7 @@ impl RocksDbContext {
             base.set_ratelimiter(rate, 100_000, 10);
         }
         base.set_max_background_jobs(to_c_int(settings.max_background_jobs_per_bucket.max(1)));
-        // What the descriptor ceiling counts on (`ContextOptions::fd_ceiling`): the table cache
+        // What the descriptor ceiling counts on (`RocksDbContextOptions::fd_ceiling`): the table cache
         // in one shard, so it holds no more readers than its capacity; one output file per
         // compaction; at most 2 unflushed memtables per column family.
         base.set_max_open_files(to_c_int(settings.max_open_files()));
@@ -236,77 +287,37 @@ impl RocksDbContext {
         })
     }
 
-    /// The process-wide default context ([`ContextOptions::default`]), created on first use;
+    /// The process-wide default context ([`RocksDbContextOptions::default`]), created on first use;
     /// `OpenEngine::open` opens engines from it.
-    pub fn global() -> Result<Self> {
+    fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
         disk::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
-            RocksDbContext::new(ContextOptions::default())
+            RocksDbContext::new(RocksDbContextOptions::default())
         })
     }
 
     /// A context with the default settings admitting `buckets` buckets.
-    pub fn for_buckets(buckets: usize) -> Result<Self> {
-        RocksDbContext::new(ContextOptions {
+    fn for_buckets(buckets: usize) -> Result<Self> {
+        RocksDbContext::new(RocksDbContextOptions {
             max_buckets: buckets.max(1),
-            ..ContextOptions::default()
+            ..RocksDbContextOptions::default()
         })
     }
 
-    /// Buckets open from this context now.
-    pub fn open_buckets(&self) -> usize {
-        self.inner.budget.open_buckets()
-    }
-
-    /// What `buckets` open buckets of this context hold at most: the shared flush and
-    /// compaction pools (sized once per process) and RocksDB's service threads,
-    /// [`FIXED_FDS_PER_BUCKET`] descriptors each plus their open table files, and the shared
-    /// block cache and memtable budget plus [`MEMORY_PER_BUCKET`] each; admission reserves
-    /// [`ContextOptions::fd_ceiling`] descriptors each.
-    ///
-    /// `tables_per_bucket` is how many table files each bucket holds open (RocksDB keeps every
-    /// table it reads open, up to [`ContextOptions::table_readers`]); a small, reclaimed bucket
-    /// holds two, one per column family.
-    pub fn bounds(&self, buckets: usize, tables_per_bucket: u64) -> ResourceBounds {
-        let s = &self.inner.settings;
-        let n = buckets as u64;
-        let tables = tables_per_bucket.min(s.table_readers());
-        ResourceBounds {
-            threads: u64::from(s.compaction_threads.max(1) + s.flush_threads.max(1))
-                + ROCKSDB_SERVICE_THREADS,
-            fds: n * (FIXED_FDS_PER_BUCKET + tables),
-            fds_reserved: n * s.fd_ceiling(),
-            memory_bytes: (s.block_cache_bytes + s.write_buffer_budget_bytes) as u64
-                + n * MEMORY_PER_BUCKET,
-        }
-    }
-
-    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
-    pub(crate) fn admit(&self, dir: &Path) -> Result<BucketLease> {
-        self.inner.budget.admit(dir)
-    }
-
     /// The settings it was created with.
-    pub fn settings(&self) -> &ContextOptions {
+    fn settings(&self) -> &RocksDbContextOptions {
         &self.inner.settings
     }
 
-    /// Bytes the shared block cache currently holds.
-    pub fn block_cache_usage(&self) -> usize {
-        self.inner.cache.get_usage()
+    /// Buckets open from this context now.
+    fn open_buckets(&self) -> usize {
+        self.inner.budget.open_buckets()
     }
 
-    /// Bytes all memtables of all buckets currently hold.
-    pub fn memtable_usage(&self) -> usize {
-        self.inner.write_buffers.get_usage()
-    }
-
-    /// A copy of the options every bucket's database starts from (sharing the block cache, the
-    /// memtable budget, the rate limiter and the thread pools): the buckets' own, and a raw RocksDB
-    /// baseline's tuned exactly like them, so a benchmark compares Tidemark's bookkeeping, not
-    /// tuning.
-    pub fn db_options(&self) -> Options {
-        self.inner.base.clone()
+    /// Small, reclaimed buckets: two table files each, one per column family
+    /// ([`RocksDbContext::bounds_holding_tables`]).
+    fn bounds(&self, buckets: usize) -> ResourceBounds {
+        self.bounds_holding_tables(buckets, 2)
     }
 }
 
@@ -320,16 +331,17 @@ mod tests {
 
     #[test]
     fn the_ceiling_counts_what_rocksdb_may_open_per_bucket() {
-        let defaults = ContextOptions::default();
+        let defaults = RocksDbContextOptions::default();
         // 8 fixed + 10 table readers + 4 retired logs + 3 table writers + 3 for rollovers.
         assert_eq!(defaults.table_readers(), 10);
         assert_eq!(defaults.table_writers(), 3);
         assert_eq!(defaults.fd_ceiling(), 28);
-        let with = |max_open_files_per_bucket, max_background_jobs_per_bucket| ContextOptions {
-            max_open_files_per_bucket,
-            max_background_jobs_per_bucket,
-            ..ContextOptions::default()
-        };
+        let with =
+            |max_open_files_per_bucket, max_background_jobs_per_bucket| RocksDbContextOptions {
+                max_open_files_per_bucket,
+                max_background_jobs_per_bucket,
+                ..RocksDbContextOptions::default()
+            };
         // Below RocksDB's floor counts as the floor; more open files, more readers.
         assert_eq!(with(5, 2).fd_ceiling(), 28);
         assert_eq!(with(64, 2).fd_ceiling(), 28 + 44);
@@ -342,9 +354,12 @@ mod tests {
     fn the_budget_reserves_the_ceiling_and_bounds_state_it() {
         let context = RocksDbContext::for_buckets(3).unwrap();
         assert_eq!(context.inner.budget.fd_ceiling(), 28);
-        let bounds = context.bounds(3, 2);
+        let bounds = context.bounds_holding_tables(3, 2);
         assert_eq!((bounds.fds, bounds.fds_reserved), (3 * 10, 3 * 28));
         // However many tables a bucket has, it holds no more readers than its cache.
-        assert_eq!(context.bounds(1, 1000).fds, FIXED_FDS_PER_BUCKET + 10);
+        assert_eq!(
+            context.bounds_holding_tables(1, 1000).fds,
+            FIXED_FDS_PER_BUCKET + 10
+        );
     }
 }

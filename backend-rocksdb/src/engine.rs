@@ -3,6 +3,7 @@
 //! Layout: the bucket directory holds the Tidemark marker and a `db/` subdirectory with the
 //! RocksDB database (see [`crate::storage`] for its column families).
 
+use disk::BackendContext;
 use std::path::Path;
 
 use disk::{DiskEngine, StorageInit};
@@ -13,7 +14,7 @@ use crate::context::RocksDbContext;
 use crate::filter::FilterCounterSnapshot;
 use crate::storage::RocksDbStorage;
 
-pub use crate::storage::{BACKEND, DATA_CF, DB_DIR, META_CF};
+pub(crate) use crate::error::BACKEND;
 
 /// A Tidemark engine on RocksDB; reclaims with the watermark compaction filter.
 ///
@@ -24,10 +25,10 @@ pub use crate::storage::{BACKEND, DATA_CF, DB_DIR, META_CF};
 /// with the filter's threshold replaced by `min(threshold, W)` for the duration of the call.
 ///
 /// ```no_run
-/// use backend_rocksdb::{ContextOptions, RocksDbContext, RocksDbEngine};
+/// use backend_rocksdb::{BackendContext, RocksDbContext, RocksDbContextOptions, RocksDbEngine};
 /// use engine_api::{Engine, EngineOptions};
 ///
-/// let ctx = RocksDbContext::new(ContextOptions::default())?;
+/// let ctx = RocksDbContext::new(RocksDbContextOptions::default())?;
 /// let engine = RocksDbEngine::open_in(&ctx, "/tmp/bucket-1".as_ref(), EngineOptions::default())?;
 /// engine.put(b"k", b"v", 0)?;
 /// engine.advance_watermark(1)?;
@@ -40,6 +41,11 @@ pub struct RocksDbEngine {
 }
 
 impl RocksDbEngine {
+    /// The shared skeleton under the engine (see `DiskBackend::skeleton`).
+    pub(crate) fn skeleton(&self) -> &DiskEngine<RocksDbStorage> {
+        &self.inner
+    }
+
     /// Opens the bucket at `path` with the shared resources of `context` (creating it when
     /// missing, unless `options.open_mode` says otherwise), taking a place in the context's
     /// bucket budget: an open beyond it, or beyond the process's file-descriptor limit, is
@@ -73,22 +79,6 @@ impl RocksDbEngine {
     /// happened during its call).
     pub fn filter_counters(&self) -> FilterCounterSnapshot {
         self.inner.storage().filter_counters().snapshot()
-    }
-
-    /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
-    /// fail (cargo feature `testing`; see [`disk::fault`]).
-    #[cfg(feature = "testing")]
-    pub fn faults(&self) -> &disk::fault::Faults {
-        self.inner.faults()
-    }
-
-    /// Stores `stored` verbatim under `key`, bypassing the codec and the applied end.
-    ///
-    /// **For corruption tests only** (cargo feature `testing`): it lets a test place bytes the
-    /// codec would never write, to check that reclamation keeps and counts them.
-    #[cfg(feature = "testing")]
-    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        self.inner.insert_raw(key, stored)
     }
 
     /// Flushes the memtables of both column families into table files (no compaction, so no

@@ -6,6 +6,7 @@
 //! compaction filter. Column family `meta` holds the watermark, the applied end and the format
 //! version under [`MetaKey::bytes`].
 
+use disk::BackendContext;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use crate::rocks_err;
 use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
 
 /// Backend name written into the directory marker.
-pub const BACKEND: &str = "rocksdb";
+pub use crate::error::BACKEND;
 /// Subdirectory of the bucket directory holding the RocksDB database.
 pub const DB_DIR: &str = "db";
 /// Column family of the tagged values.
@@ -436,14 +437,23 @@ impl Storage for RocksDbStorage {
         })?;
         self.scan_verified(META_CF, verifier, |_, _, _| {})
     }
+}
 
-    #[cfg(feature = "testing")]
+#[cfg(feature = "testing")]
+impl disk::testing::StorageHooks for RocksDbStorage {
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
         self.db
             .put_cf_opt(self.cf(DATA_CF)?, key, stored, &opts)
             .map_err(rocks_err)
+    }
+
+    /// Flushes, then compacts the `data` column family down to the bottom level
+    /// ([`RocksDbStorage::compact_to_bottom`]): `flush` only syncs the WAL, so without this older
+    /// versions would still sit in the memtable beside newer ones.
+    fn settle(&self) -> Result<()> {
+        self.compact_to_bottom()
     }
 }
 

@@ -3,10 +3,12 @@
 //! recovery purge (`reclaim_below`) and its temporary filter threshold, and the directory layout.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use backend_rocksdb::RocksDb;
+use disk::{BackendContext, DiskBackend};
 use std::path::Path;
 
-use backend_rocksdb::engine::{DATA_CF, DB_DIR, META_CF};
-use backend_rocksdb::{ContextOptions, RocksDbContext, RocksDbEngine};
+use backend_rocksdb::{DATA_CF, DB_DIR, META_CF};
+use backend_rocksdb::{RocksDbContext, RocksDbContextOptions, RocksDbEngine};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine};
 use rocksdb::{DB, Options};
 
@@ -190,7 +192,9 @@ fn raw_injection_is_kept_and_counted_by_reclaim_and_fails_lookup() {
     let tmp = tempfile::tempdir().unwrap();
     let engine = open(tmp.path());
     engine.put(b"good", b"v", 0).unwrap();
-    engine.insert_raw(b"bad", b"\x09garbage").unwrap();
+    RocksDb::skeleton(&engine)
+        .insert_raw(b"bad", b"\x09garbage")
+        .unwrap();
     engine.advance_watermark(1).unwrap();
     let report = engine.reclaim().unwrap();
     assert_eq!((report.values_removed, report.corrupt_kept), (1, 1));
@@ -201,9 +205,9 @@ fn raw_injection_is_kept_and_counted_by_reclaim_and_fails_lookup() {
 
 #[test]
 fn engines_in_a_private_context_and_unsynced_writes() {
-    let ctx = RocksDbContext::new(ContextOptions {
+    let ctx = RocksDbContext::new(RocksDbContextOptions {
         rate_limit_bytes_per_sec: None,
-        ..ContextOptions::default()
+        ..RocksDbContextOptions::default()
     })
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -447,9 +451,9 @@ fn reclaim_reports_the_bytes_its_compaction_wrote() {
 
 #[test]
 fn periodic_compaction_reaches_rocksdb() {
-    let ctx = RocksDbContext::new(ContextOptions {
+    let ctx = RocksDbContext::new(RocksDbContextOptions {
         periodic_compaction_secs: 3_600,
-        ..ContextOptions::default()
+        ..RocksDbContextOptions::default()
     })
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();

@@ -9,7 +9,6 @@
 //! takes them out of the live-row digest ([`crate::digest`]).
 
 use std::ops::Bound;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
@@ -17,12 +16,8 @@ use engine_api::{Error, Result};
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
-use crate::errors::{sled_error, tx_error};
+use crate::error::{sled_error, tx_error};
 use crate::{digest, meta};
-
-/// A callback run after every committed sweep chunk (installed with the test hook
-/// `SledEngine::on_chunk_committed`, cargo feature `testing`).
-pub type ChunkHook = Arc<dyn Fn(&SweepTotals) + Send + Sync>;
 
 /// The trees and in-memory state a chunk touches.
 pub(crate) struct Chunker<'a> {
@@ -31,7 +26,6 @@ pub(crate) struct Chunker<'a> {
     pub(crate) meta: &'a sled::Tree,
     /// The engine's in-memory copy of the live-entry count, lowered after each commit.
     pub(crate) live_entries: &'a AtomicU64,
-    pub(crate) hook: Option<&'a ChunkHook>,
 }
 
 impl Chunker<'_> {
@@ -103,10 +97,6 @@ impl SweepChunk for Chunker<'_> {
                 Some(n.saturating_sub(removed))
             });
         totals.chunks = 1;
-        if let Some(hook) = self.hook {
-            // Outside the transaction: writers and other buckets proceed while it runs.
-            hook(&totals);
-        }
         Ok(ChunkResult {
             totals,
             last_index_key: Some(last.to_vec()),

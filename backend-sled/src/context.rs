@@ -12,10 +12,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use disk::BackendContext;
 use disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
 use engine_api::Result;
 
-use crate::errors::BACKEND;
+use crate::error::BACKEND;
 use crate::flusher::Flusher;
 
 /// The smallest cache share a bucket may get: below it sled would re-read its pages from disk on
@@ -75,7 +76,7 @@ impl Default for SledContextOptions {
 /// Shared sled resources; cheap to clone (an `Arc`). Open engines keep their context alive.
 ///
 /// ```
-/// use backend_sled::{SledContext, SledContextOptions, SledEngine};
+/// use backend_sled::{BackendContext, SledContext, SledContextOptions, SledEngine};
 /// use disk::budget::CacheBudget;
 /// use engine_api::EngineOptions;
 ///
@@ -115,75 +116,9 @@ impl std::fmt::Debug for SledContext {
 }
 
 impl SledContext {
-    /// Creates the budget and starts the flusher thread (if `flush_every` is set).
-    ///
-    /// Errors: [`engine_api::Error::InvalidInput`] when the cache share per bucket would be below
-    /// [`MIN_CACHE_BYTES_PER_BUCKET`], `max_buckets` is 0 or `rebuild_growth` is below 1; [`engine_api::Error::Backend`] when the thread
-    /// cannot be started.
-    pub fn new(settings: SledContextOptions) -> Result<Self> {
-        if !(settings.rebuild_growth.is_finite() && settings.rebuild_growth >= 1.0) {
-            return Err(engine_api::Error::InvalidInput(format!(
-                "sled rebuild_growth must be a finite number of at least 1, not {}",
-                settings.rebuild_growth
-            )));
-        }
-        let cache_share = settings.budget.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
-        let flusher = settings.flush_every.map(Flusher::start).transpose()?;
-        Ok(SledContext {
-            inner: Arc::new(Inner {
-                budget: BucketBudget::new(BACKEND, settings.budget.max_buckets, FDS_PER_BUCKET),
-                cache_share,
-                settings,
-                flusher,
-                rebuild_slot: Mutex::new(()),
-            }),
-        })
-    }
-
-    /// A context with the default settings admitting `buckets` buckets (the cache budget stays
-    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
-    pub fn for_buckets(buckets: usize) -> Result<Self> {
-        Self::new(SledContextOptions {
-            budget: CacheBudget::for_buckets(buckets, MIN_CACHE_BYTES_PER_BUCKET),
-            ..SledContextOptions::default()
-        })
-    }
-
-    /// The process-wide default context ([`SledContextOptions::default`]), created on first use;
-    /// [`engine_api::OpenEngine::open`] opens engines from it.
-    pub fn global() -> Result<Self> {
-        static GLOBAL: Mutex<Option<SledContext>> = Mutex::new(None);
-        disk::sync::get_or_try_init(&GLOBAL, "global sled context", || {
-            SledContext::new(SledContextOptions::default())
-        })
-    }
-
-    /// The settings it was created with.
-    pub fn settings(&self) -> &SledContextOptions {
-        &self.inner.settings
-    }
-
     /// Each bucket's page-cache share, bytes.
     pub fn cache_bytes_per_bucket(&self) -> u64 {
         self.inner.cache_share
-    }
-
-    /// Buckets open from this context now.
-    pub fn open_buckets(&self) -> usize {
-        self.inner.budget.open_buckets()
-    }
-
-    /// What `buckets` open buckets of this context hold at most: the flusher thread and sled's
-    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each (also their
-    /// reservation), and their cache shares plus [`MEMORY_PER_BUCKET`] each.
-    pub fn bounds(&self, buckets: usize) -> ResourceBounds {
-        let n = buckets as u64;
-        ResourceBounds {
-            threads: u64::from(self.inner.flusher.is_some()) + SLED_IO_THREADS,
-            fds: n * FDS_PER_BUCKET,
-            fds_reserved: n * FDS_PER_BUCKET,
-            memory_bytes: n * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET),
-        }
     }
 
     /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
@@ -207,6 +142,76 @@ impl SledContext {
     pub(crate) fn register(&self, db: &Arc<sled::Db>) {
         if let Some(flusher) = &self.inner.flusher {
             flusher.register(db);
+        }
+    }
+}
+
+impl BackendContext for SledContext {
+    type Options = SledContextOptions;
+
+    /// Creates the budget and starts the flusher thread (if `flush_every` is set).
+    ///
+    /// Errors: [`engine_api::Error::InvalidInput`] when the cache share per bucket would be below
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`], `max_buckets` is 0 or `rebuild_growth` is below 1; [`engine_api::Error::Backend`] when the thread
+    /// cannot be started.
+    fn new(settings: SledContextOptions) -> Result<Self> {
+        if !(settings.rebuild_growth.is_finite() && settings.rebuild_growth >= 1.0) {
+            return Err(engine_api::Error::InvalidInput(format!(
+                "sled rebuild_growth must be a finite number of at least 1, not {}",
+                settings.rebuild_growth
+            )));
+        }
+        let cache_share = settings.budget.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
+        let flusher = settings.flush_every.map(Flusher::start).transpose()?;
+        Ok(SledContext {
+            inner: Arc::new(Inner {
+                budget: BucketBudget::new(BACKEND, settings.budget.max_buckets, FDS_PER_BUCKET),
+                cache_share,
+                settings,
+                flusher,
+                rebuild_slot: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The process-wide default context ([`SledContextOptions::default`]), created on first use;
+    /// [`engine_api::OpenEngine::open`] opens engines from it.
+    fn global() -> Result<Self> {
+        static GLOBAL: Mutex<Option<SledContext>> = Mutex::new(None);
+        disk::sync::get_or_try_init(&GLOBAL, "global sled context", || {
+            SledContext::new(SledContextOptions::default())
+        })
+    }
+
+    /// A context with the default settings admitting `buckets` buckets (the cache budget stays
+    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
+    fn for_buckets(buckets: usize) -> Result<Self> {
+        Self::new(SledContextOptions {
+            budget: CacheBudget::for_buckets(buckets, MIN_CACHE_BYTES_PER_BUCKET),
+            ..SledContextOptions::default()
+        })
+    }
+
+    /// The settings it was created with.
+    fn settings(&self) -> &SledContextOptions {
+        &self.inner.settings
+    }
+
+    /// Buckets open from this context now.
+    fn open_buckets(&self) -> usize {
+        self.inner.budget.open_buckets()
+    }
+
+    /// What `buckets` open buckets of this context hold at most: the flusher thread and sled's
+    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each (also their
+    /// reservation), and their cache shares plus [`MEMORY_PER_BUCKET`] each.
+    fn bounds(&self, buckets: usize) -> ResourceBounds {
+        let n = buckets as u64;
+        ResourceBounds {
+            threads: u64::from(self.inner.flusher.is_some()) + SLED_IO_THREADS,
+            fds: n * FDS_PER_BUCKET,
+            fds_reserved: n * FDS_PER_BUCKET,
+            memory_bytes: n * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET),
         }
     }
 }

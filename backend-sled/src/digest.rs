@@ -25,7 +25,7 @@ use sled::transaction::{
     ConflictableTransactionError, ConflictableTransactionResult, TransactionalTree,
 };
 
-use crate::errors::sled_error;
+use crate::error::sled_error;
 use crate::meta::LIVE_ENTRIES;
 
 /// Key of the digest row in `meta`: digest, applied end and live-entry count, each a `u64`

@@ -1,5 +1,6 @@
 //! [`SledEngine`]: the shared disk-engine skeleton over three sled trees.
 
+use disk::BackendContext;
 use std::fmt;
 use std::path::Path;
 
@@ -8,8 +9,6 @@ use disk::sweeper::{ChunkSizer, SweepTotals};
 use disk::{DiskEngine, StorageInit};
 use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
 
-#[cfg(feature = "testing")]
-use crate::chunk::ChunkHook;
 use crate::context::SledContext;
 use crate::storage::SledStorage;
 
@@ -60,6 +59,11 @@ impl fmt::Debug for SledEngine {
 }
 
 impl SledEngine {
+    /// The shared skeleton under the engine (see `DiskBackend::skeleton`).
+    pub(crate) fn skeleton(&self) -> &DiskEngine<SledStorage> {
+        &self.inner
+    }
+
     /// The bucket directory this engine was opened at.
     pub fn path(&self) -> &Path {
         self.inner.dir()
@@ -83,16 +87,6 @@ impl SledEngine {
         self.inner.last_sweep()
     }
 
-    /// Installs (or, with `None`, removes) a callback that every reclaim runs after each chunk it
-    /// commits, with that chunk's totals. It runs on the reclaiming thread, outside any
-    /// transaction and without the writer lock, so writers proceed while it runs; a callback that
-    /// blocks holds up only the reclaim. A test hook (cargo feature `testing`): tests use it to
-    /// pause a reclaim between two chunks.
-    #[cfg(feature = "testing")]
-    pub fn on_chunk_committed(&self, hook: Option<ChunkHook>) -> Result<()> {
-        self.inner.storage().set_chunk_hook(hook)
-    }
-
     /// Rebuilds into a fresh database this engine has switched to since it was opened (see
     /// [`crate::REBUILD_GROWTH`]).
     pub fn rebuilds(&self) -> u64 {
@@ -111,41 +105,6 @@ impl SledEngine {
     pub fn size_on_disk(&self) -> Result<u64> {
         self.inner
             .read_storage("size_on_disk", SledStorage::size_on_disk)
-    }
-
-    /// The engine's injected-fault plan: make its next commits, watermark writes or reclaims
-    /// fail (cargo feature `testing`; see [`disk::fault`]).
-    #[cfg(feature = "testing")]
-    pub fn faults(&self) -> &disk::fault::Faults {
-        self.inner.faults()
-    }
-
-    /// Stores `stored` verbatim under `key`, bypassing the codec. **For corruption tests only**
-    /// (cargo feature `testing`).
-    ///
-    /// The entry is indexed so that reclamation meets it exactly once per sweep: bytes that decode
-    /// are indexed at their tag, like any write; undecodable bytes are indexed at offset 0 (below
-    /// every non-zero threshold), and the index row of the entry they replace is moved there
-    /// rather than left behind to meet the same entry a second time.
-    #[cfg(feature = "testing")]
-    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        self.inner.insert_raw(key, stored)
-    }
-
-    /// Writes `row` verbatim into the `by_offset` index, bypassing the engine. **For tests of
-    /// unreadable index rows only** (cargo feature `testing`).
-    #[cfg(feature = "testing")]
-    pub fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        self.inner
-            .write_storage("insert_index_row", |s| s.insert_index_row(row))
-    }
-
-    /// Removes `row` from the `by_offset` index, bypassing the engine; returns whether it was
-    /// there. **For tests of data rows missing their index row only** (cargo feature `testing`).
-    #[cfg(feature = "testing")]
-    pub fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        self.inner
-            .write_storage("remove_index_row", |s| s.remove_index_row(row))
     }
 }
 
@@ -250,7 +209,7 @@ mod tests {
         assert_store_failed(engine.reclaim().unwrap_err());
         assert_store_failed(engine.reclaim_below(1).unwrap_err());
         assert_store_failed(engine.flush().unwrap_err());
-        assert_store_failed(engine.insert_raw(b"raw", b"\xff").unwrap_err());
+        assert_store_failed(engine.skeleton().insert_raw(b"raw", b"\xff").unwrap_err());
         assert_eq!(engine.watermark(), 0);
         assert_eq!(engine.stats().unwrap().live_entries, 2);
         drop(engine);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use disk::contain::catch_panic;
 use engine_api::{Error, Result};
 
-use crate::errors::BACKEND;
+use crate::error::BACKEND;
 
 /// The thread and the databases it flushes; dropping it stops and joins the thread.
 #[derive(Debug)]

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use engine_api::{Error, Result};
 
 use crate::engine::DB_SUBDIR;
-use crate::errors::sled_error;
+use crate::error::sled_error;
 
 /// The pointer file in the bucket directory: the current generation's number in decimal.
 pub const GENERATION_FILE: &str = "sled.generation";

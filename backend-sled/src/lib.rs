@@ -16,11 +16,12 @@
 //! is covered and writers are only ever blocked for one chunk. See the crate README for the
 //! trade-offs.
 
+mod backend;
 mod chunk;
 mod context;
 mod digest;
 mod engine;
-mod errors;
+mod error;
 mod flusher;
 mod generation;
 mod meta;
@@ -29,12 +30,17 @@ mod registry;
 mod scan;
 mod storage;
 
-pub use chunk::ChunkHook;
+#[cfg(feature = "testing")]
+pub use backend::SLED_WINDOW_MULTIPLE;
+pub use backend::Sled;
 pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
     SledContextOptions,
 };
 pub use disk::sweeper::SweepTotals;
+/// The traits a backend's context and marker implement (import them to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds` on the context).
+pub use disk::{BackendContext, DiskBackend};
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
 pub use generation::GENERATION_FILE;
 pub use rebuild::{MIN_REBUILD_BYTES, REBUILD_GROWTH};

@@ -11,7 +11,7 @@ use disk::meta::encode_u64;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult};
 
-use crate::errors::sled_error;
+use crate::error::sled_error;
 
 /// Key of the number of rows in `data` (`u64` BE), kept exact by every transaction that adds or
 /// removes a `data` row, so `stats()` never walks the tree (sled's `len` is O(table)).

@@ -23,6 +23,7 @@
 //! A crash before the pointer is renamed leaves the old database current; after it, the new one,
 //! complete and flushed. Either way the other is removed at the next writable open.
 
+use disk::BackendContext;
 use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,7 +34,7 @@ use disk::sweeper::{index_upper_bound, parse_index_key};
 use engine_api::{Error, Result};
 
 use crate::digest::{self, Delta};
-use crate::errors::{sled_error, store_failed};
+use crate::error::{sled_error, store_failed};
 use crate::generation::{self, Generation};
 use crate::meta;
 use crate::scan::for_each_chunk;
@@ -275,7 +276,7 @@ impl<'a> Copy<'a> {
         let total = self.digest.total();
         if recorded != Some(total) || recorded_rows != Some(self.rows) {
             return Err(Error::backend(
-                crate::errors::BACKEND,
+                crate::error::BACKEND,
                 std::io::Error::other(format!(
                     "the rebuilt copy holds {} rows hashing to {total:016x}, but the database \
                      recorded {recorded_rows:?} rows hashing to {recorded:016x?}",

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use engine_api::{Error, Result};
 
-use crate::errors::{BACKEND, sled_error};
+use crate::error::{BACKEND, sled_error};
 
 /// Longest wait for the lock a just-closed instance's background threads still hold.
 const LINGER_WAIT: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@ use std::ops::Bound;
 use engine_api::Result;
 use sled::IVec;
 
-use crate::errors::sled_error;
+use crate::error::sled_error;
 
 /// Rows read per chunk.
 const CHUNK_ROWS: usize = 256;

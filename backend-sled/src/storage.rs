@@ -21,11 +21,11 @@ use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
-use crate::chunk::{ChunkHook, Chunker};
+use crate::chunk::Chunker;
 use crate::context::SledContext;
 use crate::digest;
 use crate::engine::SLED_DB_FILE;
-use crate::errors::{BACKEND, sled_error, store_failed, tx_error};
+use crate::error::{BACKEND, sled_error, store_failed, tx_error};
 use crate::generation::{self, Generation};
 use crate::meta;
 use crate::registry::{self, OpenStore};
@@ -38,7 +38,7 @@ use crate::scan::for_each_chunk;
 /// [`Storage::check_usable`] refuses with [`Error::StoreFailed`], so every write, watermark
 /// change, reclaim and flush does, until the store is reopened (see
 /// [`store_failed`] for why a retry must not simply succeed).
-pub(crate) struct SledStorage {
+pub struct SledStorage {
     /// The bucket directory (named in [`Error::StoreFailed`]).
     pub(crate) dir: PathBuf,
     /// The current generation. Writers hold `switch` (shared) while they use it, so a rebuild
@@ -61,7 +61,6 @@ pub(crate) struct SledStorage {
     live_entries: AtomicU64,
     /// Set when a flush after a committed write failed; see [`Error::StoreFailed`].
     failed: AtomicBool,
-    chunk_hook: Mutex<Option<ChunkHook>>,
     /// Makes the next flush fail, to test the failed state without a failing disk.
     #[cfg(test)]
     pub(crate) fail_next_flush: AtomicBool,
@@ -121,7 +120,6 @@ impl SledStorage {
             chunks,
             live_entries: AtomicU64::new(0),
             failed: AtomicBool::new(false),
-            chunk_hook: Mutex::new(None),
             #[cfg(test)]
             fail_next_flush: AtomicBool::new(false),
             _lease: lease,
@@ -248,31 +246,6 @@ impl SledStorage {
     /// Whether a flush after a committed write has failed.
     pub(crate) fn is_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
-    }
-
-    /// Installs (or removes) the callback every reclaim runs after each committed chunk.
-    #[cfg(feature = "testing")]
-    pub(crate) fn set_chunk_hook(&self, hook: Option<ChunkHook>) -> Result<()> {
-        *engine_api::sync::lock(&self.chunk_hook, "sled chunk hook")? = hook;
-        Ok(())
-    }
-
-    /// Writes `row` verbatim into `by_offset` and flushes (tests of unreadable index rows).
-    #[cfg(feature = "testing")]
-    pub(crate) fn insert_index_row(&self, row: &[u8]) -> Result<()> {
-        let (_switch, store) = self.writing()?;
-        store.by_offset.insert(row, &[][..]).map_err(sled_error)?;
-        self.flush_db(&store).map_err(sled_error)
-    }
-
-    /// Removes `row` from `by_offset` and flushes; whether it was there (tests of data rows
-    /// missing their index row).
-    #[cfg(feature = "testing")]
-    pub(crate) fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
-        let (_switch, store) = self.writing()?;
-        let removed = store.by_offset.remove(row).map_err(sled_error)?.is_some();
-        self.flush_db(&store).map_err(sled_error)?;
-        Ok(removed)
     }
 
     /// Flushes after a committed write. On failure the write is visible but maybe not durable,
@@ -454,16 +427,20 @@ impl Storage for SledStorage {
     /// removed again.
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.size_on_disk()?;
-        let hook = engine_api::sync::lock(&self.chunk_hook, "sled chunk hook")?.clone();
         let store = self.generation()?;
         let chunker = Chunker {
             data: &store.data,
             by_offset: &store.by_offset,
             meta: &store.meta,
             live_entries: &self.live_entries,
-            hook: hook.as_ref(),
         };
-        let totals = sweeper::sweep(&chunker, request.threshold, self.chunks, request.turns)?;
+        let totals = sweeper::sweep(
+            &chunker,
+            request.threshold,
+            self.chunks,
+            request.turns,
+            request.faults,
+        )?;
         drop(store);
         let bytes_rewritten = crate::rebuild::run_if_due(self)?;
         Ok(ReclaimWork {
@@ -537,12 +514,14 @@ impl Storage for SledStorage {
         }
         Ok(())
     }
+}
 
+#[cfg(feature = "testing")]
+impl disk::testing::StorageHooks for SledStorage {
     /// Stores `stored` verbatim under `key`. Bytes that decode are indexed at their tag, like any
     /// write; undecodable bytes are indexed at offset 0 (below every non-zero threshold), and the
     /// index row of the entry they replace is moved there rather than left behind to meet the
     /// same entry a second time. Always flushed; a failed flush fails the store.
-    #[cfg(feature = "testing")]
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let tag = engine_api::codec::decode(key, stored)
             .ok()
@@ -573,5 +552,21 @@ impl Storage for SledStorage {
             .map_err(tx_error)?;
         self.live_entries.fetch_add(added, Ordering::AcqRel);
         self.flush_committed(&store)
+    }
+
+    /// Writes `row` verbatim into `by_offset` and flushes (tests of unreadable index rows).
+    fn insert_index_row(&self, row: &[u8]) -> Result<()> {
+        let (_switch, store) = self.writing()?;
+        store.by_offset.insert(row, &[][..]).map_err(sled_error)?;
+        self.flush_db(&store).map_err(sled_error)
+    }
+
+    /// Removes `row` from `by_offset` and flushes; whether it was there (tests of data rows
+    /// missing their index row).
+    fn remove_index_row(&self, row: &[u8]) -> Result<bool> {
+        let (_switch, store) = self.writing()?;
+        let removed = store.by_offset.remove(row).map_err(sled_error)?.is_some();
+        self.flush_db(&store).map_err(sled_error)?;
+        Ok(removed)
     }
 }

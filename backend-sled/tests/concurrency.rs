@@ -2,11 +2,13 @@
 //! nothing uncovered is lost.
 //!
 //! The overlap is forced, never left to scheduling luck: each reclaim is paused after a committed
-//! chunk (`SledEngine::on_chunk_committed`) until the writer has committed another apply, and only
+//! chunk (`Faults::on_chunk_committed` of the skeleton's test hooks) until the writer has committed another apply, and only
 //! then goes on to its next chunk. A reclaim that held writers off for its whole run would never
 //! see that apply; the test would then fail at the `STUCK` bound instead of hanging.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use backend_sled::Sled;
+use disk::DiskBackend;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -34,7 +36,8 @@ fn pause_between_chunks(engine: &SledEngine) -> (mpsc::Receiver<SweepTotals>, mp
     let (chunk_tx, chunk_rx) = mpsc::channel::<SweepTotals>();
     let (ack_tx, ack_rx) = mpsc::channel::<()>();
     let ack_rx = Mutex::new(ack_rx);
-    engine
+    Sled::skeleton(engine)
+        .faults()
         .on_chunk_committed(Some(Arc::new(move |chunk: &SweepTotals| {
             chunk_tx.send(*chunk).unwrap();
             ack_rx
@@ -42,8 +45,7 @@ fn pause_between_chunks(engine: &SledEngine) -> (mpsc::Receiver<SweepTotals>, mp
                 .unwrap()
                 .recv_timeout(STUCK)
                 .expect("the writer never committed while the reclaim was paused");
-        })))
-        .unwrap();
+        })));
     (chunk_rx, ack_tx)
 }
 
@@ -162,7 +164,8 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
             Arc::clone(&armed),
             Arc::clone(&overlapped),
         );
-        engine
+        Sled::skeleton(&engine)
+            .faults()
             .on_chunk_committed(Some(Arc::new(move |_: &SweepTotals| {
                 if armed.swap(false, Ordering::AcqRel) {
                     let target = budget.fetch_add(1, Ordering::AcqRel) + 1;
@@ -171,8 +174,7 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
                     });
                     overlapped.fetch_add(1, Ordering::AcqRel);
                 }
-            })))
-            .unwrap();
+            })));
     }
 
     // Overwrites a fixed key space, so the sweeper keeps meeting stale rows and fresh versions.
@@ -230,7 +232,7 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
     assert_eq!(end, written.load(Ordering::Acquire) * PER_BATCH);
     let w = engine.watermark();
     assert_eq!(w, threshold);
-    engine.on_chunk_committed(None).unwrap();
+    Sled::skeleton(&engine).faults().on_chunk_committed(None);
     engine.reclaim().unwrap();
     // Every key's newest version survives iff it is uncovered; nothing older ever reappears.
     let mut live = 0;

@@ -5,6 +5,8 @@
 
 mod common;
 
+use backend_sled::Sled;
+use disk::DiskBackend;
 use std::path::Path;
 
 use backend_sled::SledEngine;
@@ -31,8 +33,10 @@ fn written_store(dir: &Path) {
     engine.apply(&batch).unwrap();
     engine.advance_watermark(20).unwrap();
     engine.reclaim().unwrap();
-    engine.insert_raw(b"raw", b"\xff").unwrap();
-    engine.insert_raw(&key(30), b"\xfe").unwrap();
+    Sled::skeleton(&engine).insert_raw(b"raw", b"\xff").unwrap();
+    Sled::skeleton(&engine)
+        .insert_raw(&key(30), b"\xfe")
+        .unwrap();
 }
 
 /// Runs `change` on the bucket's `data` and `meta` trees with sled directly (the engine must be

@@ -2,6 +2,7 @@
 //! leaves behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use disk::BackendContext;
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;

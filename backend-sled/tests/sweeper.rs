@@ -4,8 +4,10 @@
 
 mod common;
 
+use backend_sled::Sled;
 use backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
 use common::puts;
+use disk::DiskBackend;
 use engine_api::{Engine, EngineOptions, OpenEngine};
 
 #[test]
@@ -24,13 +26,13 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
     engine.advance_watermark(covered).unwrap();
     let largest = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen = std::sync::Arc::clone(&largest);
-    engine
+    Sled::skeleton(&engine)
+        .faults()
         .on_chunk_committed(Some(std::sync::Arc::new(
             move |chunk: &backend_sled::SweepTotals| {
                 seen.fetch_max(chunk.rows_visited, std::sync::atomic::Ordering::AcqRel);
             },
-        )))
-        .unwrap();
+        )));
     assert_eq!(engine.reclaim().unwrap().values_removed, covered);
     let sweep = engine.last_sweep().unwrap();
     assert_eq!((sweep.rows_visited, sweep.chunks), (covered, 4));

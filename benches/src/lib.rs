@@ -273,7 +273,10 @@ pub struct RawRocks(rocksdb::DB);
 impl RawRocks {
     /// Opens a raw RocksDB at `path` with the options of `config`'s RocksDB context.
     pub fn open(config: &BackendConfig, path: &Path) -> Self {
-        let mut opts = config.rocksdb.as_ref().unwrap().db_options();
+        let mut opts = config
+            .context::<tidemark::rocksdb::RocksDb>()
+            .unwrap()
+            .db_options();
         opts.create_if_missing(true);
         RawRocks(rocksdb::DB::open(&opts, path).unwrap())
     }
@@ -344,7 +347,10 @@ impl RawSled {
     /// Opens a raw sled database at `path` with the cache share of `config`'s sled context; with
     /// `indexed`, writes also an index row per record ([`RawLayout::DataAndIndex`]).
     pub fn open(config: &BackendConfig, path: &Path, indexed: bool) -> Self {
-        let cache = config.sled.as_ref().unwrap().cache_bytes_per_bucket();
+        let cache = config
+            .context::<tidemark::sled::Sled>()
+            .unwrap()
+            .cache_bytes_per_bucket();
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(cache)
@@ -423,7 +429,10 @@ impl RawRedb {
     /// its tables, as a tagged bucket does at open); with `indexed`, writes also an index row
     /// per record ([`RawLayout::DataAndIndex`]).
     pub fn open(config: &BackendConfig, path: &Path, indexed: bool) -> Self {
-        let cache = config.redb.as_ref().unwrap().cache_bytes_per_bucket();
+        let cache = config
+            .context::<tidemark::redb::Redb>()
+            .unwrap()
+            .cache_bytes_per_bucket();
         let mut builder = redb::Builder::new();
         builder.set_cache_size(usize::try_from(cache).unwrap());
         let db = builder.create(path).unwrap();

@@ -12,7 +12,9 @@
 use disk::process;
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, WriteBatch};
 
-use crate::scale::ScaleFactory;
+use disk::testing::TestedBackend;
+
+use crate::factories::DiskFactory;
 
 /// The soft descriptor limit the buckets are admitted under.
 pub const SOFT_LIMIT: u64 = 256;
@@ -42,8 +44,8 @@ pub fn limit_named(message: &str) -> Option<u64> {
 }
 
 /// The scenario, in this process (see the module documentation).
-pub fn run<F: ScaleFactory>(factory: &F) {
-    let name = F::NAME;
+pub fn run<B: TestedBackend>(factory: &DiskFactory<B>) {
+    let name = B::NAME;
     let root = tempfile::tempdir().expect("temporary directory");
     let dir = |i: usize| root.path().join(format!("bucket-{i}"));
     let context = factory.growing_context(BUDGET).expect("context");
@@ -197,8 +199,8 @@ fn check<E: Engine>(name: &str, engine: &E, i: usize) {
 
 /// Runs [`run`] in a child process of its own: the test binary re-executed for the one test
 /// `test_name` (see [`crate::child::run_isolated`]).
-pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
-    crate::child::run_isolated(test_name, &format!("fd_headroom {}:", F::NAME), || {
+pub fn run_isolated<B: TestedBackend>(test_name: &str, factory: &DiskFactory<B>) {
+    crate::child::run_isolated(test_name, &format!("fd_headroom {}:", B::NAME), || {
         run(factory)
     });
 }

@@ -12,14 +12,14 @@
 //!
 //! `TIDEMARK_SCALE_BUCKETS` sets the number of buckets (default 1,000).
 
-use std::path::Path;
-
 use disk::budget::{FD_RESERVE, ResourceBounds};
 use disk::process::{self, ProcessUsage};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
 use crate::child;
-use crate::factory::EngineFactory;
+use disk::testing::TestedBackend;
+
+use crate::factories::DiskFactory;
 
 /// Buckets opened at once by default.
 pub const DEFAULT_BUCKETS: usize = 1000;
@@ -29,34 +29,6 @@ pub const RECORDS: u64 = 100;
 
 /// The soft descriptor limit the scenario runs under when the buckets fit in it.
 pub const DEFAULT_SOFT_FD_LIMIT: u64 = 1024;
-
-/// A backend the scale scenario runs: it opens buckets from a per-process context sized for
-/// them, and states what they may hold.
-pub trait ScaleFactory: EngineFactory {
-    /// The backend's per-process context (budget, caches, threads).
-    type Context;
-
-    /// A fresh context admitting exactly `buckets` buckets.
-    fn scale_context(&self, buckets: usize) -> Result<Self::Context>;
-
-    /// A fresh context admitting `buckets` buckets in which a bucket's files follow its writes
-    /// quickly (RocksDB: the smallest memtables, so a few hundred KiB flush several table
-    /// files); by default the scale context.
-    fn growing_context(&self, buckets: usize) -> Result<Self::Context> {
-        self.scale_context(buckets)
-    }
-
-    /// Opens the bucket at `dir` from `context`.
-    fn open_in(
-        &self,
-        context: &Self::Context,
-        dir: &Path,
-        options: EngineOptions,
-    ) -> Result<Self::Engine>;
-
-    /// What `buckets` open buckets of `context`, each as small as the scenario's, hold at most.
-    fn bounds(&self, context: &Self::Context, buckets: usize) -> ResourceBounds;
-}
 
 /// The number of buckets: `TIDEMARK_SCALE_BUCKETS`, or [`DEFAULT_BUCKETS`].
 pub fn buckets_from_env() -> usize {
@@ -69,8 +41,8 @@ pub fn buckets_from_env() -> usize {
 
 /// Runs [`run`] in a child process: the test binary re-executed for the one test `test_name`
 /// (its full name as the harness lists it, e.g. `sled::scale`), see [`child::run_isolated`].
-pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
-    child::run_isolated(test_name, &format!("scale {}:", F::NAME), || {
+pub fn run_isolated<B: TestedBackend>(test_name: &str, factory: &DiskFactory<B>) {
+    child::run_isolated(test_name, &format!("scale {}:", B::NAME), || {
         run(factory, buckets_from_env())
     });
 }
@@ -80,8 +52,8 @@ pub fn run_isolated<F: ScaleFactory>(test_name: &str, factory: &F) {
 /// backend's bounds, checks that one bucket more is refused clearly and that a closed bucket's
 /// share is free at once, then closes all and reopens them with their data and watermarks,
 /// within the same bounds.
-pub fn run<F: ScaleFactory>(factory: &F, buckets: usize) {
-    let name = F::NAME;
+pub fn run<B: TestedBackend>(factory: &DiskFactory<B>, buckets: usize) {
+    let name = B::NAME;
     let root = tempfile::tempdir().expect("temporary directory");
     let context = factory.scale_context(buckets).expect("scale context");
     let bounds = factory.bounds(&context, buckets);
@@ -189,14 +161,14 @@ pub fn run<F: ScaleFactory>(factory: &F, buckets: usize) {
 /// Opens buckets from `context` after those in `engines` until one is refused, which must be a
 /// clear [`Error::ResourceLimit`] naming the limit (`ulimit -n`) that created nothing, before
 /// `buckets` are open. Returns the refused bucket's number and the refusal's text.
-fn open_until_refused<F: ScaleFactory>(
-    factory: &F,
-    context: &F::Context,
+fn open_until_refused<B: TestedBackend>(
+    factory: &DiskFactory<B>,
+    context: &B::Context,
     dir: &dyn Fn(usize) -> std::path::PathBuf,
-    engines: &mut Vec<F::Engine>,
+    engines: &mut Vec<B::Engine>,
     buckets: usize,
 ) -> (usize, String) {
-    let name = F::NAME;
+    let name = B::NAME;
     let limit = process::fd_limit().soft;
     let options = EngineOptions::default().with_sync_writes(false);
     let (i, err) = loop {

@@ -1,8 +1,16 @@
-//! Injected storage faults, for tests: with the cargo feature `testing` the disk skeleton consults
-//! a [`Faults`] plan around its storage calls (`DiskEngine::faults`; without the feature no plan
-//! exists and nothing is consulted), so tests can make a commit, a watermark write, a flush or a
-//! reclaim fail on any disk backend and check what the engine, the bucket and the scheduler do
-//! about it.
+//! Injected storage faults, for tests: the disk skeleton consults a [`Faults`] plan at each
+//! [`FaultPoint`] around its storage calls, so tests can make a commit, a watermark write, a flush
+//! or a reclaim fail on any disk backend and check what the engine, the bucket and the scheduler
+//! do about it (`DiskEngine::faults`).
+//!
+//! The plan is also where a test observes a reclaim: [`Faults::on_chunk_committed`] installs a
+//! callback the shared sweeper runs after every committed chunk, outside any transaction, so a
+//! test can pause a reclaim between two chunks and show what writers do meanwhile.
+//!
+//! This file is the only place that knows whether faults exist. With the cargo feature `testing`
+//! a plan holds counters that tests arm; without it [`Faults`] is an empty type whose
+//! [`Faults::check`] is always `Ok` and [`Faults::armed`] always 0, so the skeleton's fault points
+//! compile to nothing and production paths carry no test branches.
 //!
 //! A fault is an I/O error ([`Faults::fail_next`]) or a panic ([`Faults::panic_next`]). A panic
 //! strikes inside the skeleton's containment of the storage call, right where the storage would
@@ -21,9 +29,14 @@
 //!   what was removed was covered.
 //! - [`FaultPoint::Flush`]: an explicit `flush` fails before the storage flushes.
 
+#[cfg(any(test, feature = "testing"))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine_api::error::{Error, Result};
+#[cfg(any(test, feature = "testing"))]
+use engine_api::error::Error;
+use engine_api::error::Result;
+
+use crate::sweeper::SweepTotals;
 
 /// Where a fault strikes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +54,7 @@ pub enum FaultPoint {
     Flush,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl FaultPoint {
     /// Every point, in declaration order (the index of each counter).
     const ALL: [FaultPoint; 5] = [
@@ -53,12 +67,58 @@ impl FaultPoint {
 }
 
 /// How many of the next calls at each point fail, and how many panic; all zero by default.
-#[derive(Debug, Default)]
+#[cfg(any(test, feature = "testing"))]
+#[derive(Default)]
 pub struct Faults {
     errors: [AtomicU64; FaultPoint::ALL.len()],
     panics: [AtomicU64; FaultPoint::ALL.len()],
+    chunk_hook: std::sync::Mutex<Option<ChunkHook>>,
 }
 
+#[cfg(any(test, feature = "testing"))]
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("errors", &self.errors)
+            .field("panics", &self.panics)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A callback run after every committed sweep chunk, with that chunk's totals
+/// ([`Faults::on_chunk_committed`]).
+#[cfg(any(test, feature = "testing"))]
+pub type ChunkHook = std::sync::Arc<dyn Fn(&SweepTotals) + Send + Sync>;
+
+/// Without the `testing` feature: no fault can be armed, and every point passes.
+#[cfg(not(any(test, feature = "testing")))]
+#[derive(Debug, Default)]
+pub struct Faults;
+
+#[cfg(not(any(test, feature = "testing")))]
+impl Faults {
+    /// Always 0: nothing can be armed without the `testing` feature.
+    #[inline(always)]
+    pub fn armed(&self, point: FaultPoint) -> u64 {
+        let _ = point;
+        0
+    }
+
+    /// Always `Ok`: nothing can be armed without the `testing` feature.
+    #[inline(always)]
+    pub fn check(&self, point: FaultPoint) -> Result<()> {
+        let _ = point;
+        Ok(())
+    }
+
+    /// Nothing: no chunk hook can be installed without the `testing` feature.
+    #[inline(always)]
+    pub fn chunk_committed(&self, chunk: &SweepTotals) {
+        let _ = chunk;
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
 impl Faults {
     /// Makes the next `n` calls at `point` fail with an I/O error (replacing any count armed
     /// before).
@@ -70,6 +130,25 @@ impl Faults {
     /// (replacing any count armed before). Errors armed at the same point strike first.
     pub fn panic_next(&self, point: FaultPoint, n: u64) {
         self.panics[point as usize].store(n, Ordering::SeqCst);
+    }
+
+    /// Installs `hook` (or, with `None`, removes the one installed): the shared sweeper runs it
+    /// after every chunk it committed, with that chunk's totals, outside any transaction and
+    /// without the writer lock, so writers and other buckets proceed while it runs.
+    pub fn on_chunk_committed(&self, hook: Option<ChunkHook>) {
+        *self.chunk_hook.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    /// Runs the installed chunk hook, if any, with `chunk`.
+    pub fn chunk_committed(&self, chunk: &SweepTotals) {
+        let hook = self
+            .chunk_hook
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(chunk);
+        }
     }
 
     /// Faults (errors and panics) still armed at `point`.

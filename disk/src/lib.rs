@@ -11,9 +11,12 @@
 //! - the directory [`layout`] marker and the durable high-water record
 //!   ([`layout::high_water`]);
 //! - the per-process file-descriptor [`budget`] and what it reads of the [`process`];
+//! - the two traits a backend crate implements to plug in: [`DiskBackend`] and
+//!   [`BackendContext`] (and, for the conformance suite, `testing::TestedBackend`);
 //! - panic containment of storage calls ([`contain`]), injected faults for tests ([`fault`],
 //!   armed only with the cargo feature `testing`), and process-wide slots ([`sync`]).
 
+mod backend;
 pub mod budget;
 pub mod contain;
 pub mod fault;
@@ -24,8 +27,11 @@ mod skeleton;
 mod storage;
 pub mod sweeper;
 pub mod sync;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod turns;
 
+pub use backend::{BackendContext, DiskBackend};
 pub use layout::high_water::{self, HighWater};
 pub use meta::MetaKey;
 pub use skeleton::{DiskEngine, StorageInit};

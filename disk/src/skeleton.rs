@@ -35,6 +35,9 @@ use crate::layout::high_water::{self, HighWater};
 use crate::meta::{self, MetaKey};
 use crate::storage::{ReclaimRequest, Storage};
 
+#[cfg(any(test, feature = "testing"))]
+mod hooks;
+
 /// What a backend's storage constructor gets from [`DiskEngine::open`].
 #[derive(Debug)]
 pub struct StorageInit<'a> {
@@ -111,8 +114,7 @@ pub struct DiskEngine<S: Storage> {
     /// Set when the storage panicked during a call that may write: see [`Error::StoreFailed`].
     failed: AtomicBool,
     counters: EngineCounters,
-    /// Injected storage faults (tests only).
-    #[cfg(any(test, feature = "testing"))]
+    /// Injected storage faults (empty, and every point passes, without the `testing` feature).
     faults: crate::fault::Faults,
 }
 
@@ -217,7 +219,6 @@ impl<S: Storage> DiskEngine<S> {
             tag_bound: AtomicU64::new(restored.applied_end),
             failed: AtomicBool::new(false),
             counters: EngineCounters::default(),
-            #[cfg(any(test, feature = "testing"))]
             faults: crate::fault::Faults::default(),
         })
     }
@@ -351,33 +352,9 @@ impl<S: Storage> DiskEngine<S> {
         Error::store_failed(&self.dir, Some(Box::new(panic)))
     }
 
-    /// Stores `stored` verbatim under `key`, bypassing the codec (see [`Storage::insert_raw`]).
-    /// Corruption tests only (cargo feature `testing`).
-    #[cfg(any(test, feature = "testing"))]
-    pub fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        validate_key(key)?;
-        let _writer = self.lock_writer()?;
-        self.check_writable("insert_raw")?;
-        self.contain_write("insert_raw", |s| s.insert_raw(key, stored))
-    }
-
-    /// The injected fault armed at `point`, if any (tests only; always `Ok` otherwise).
+    /// The injected fault armed at `point`, if any (always `Ok` without the `testing` feature).
     fn inject(&self, point: crate::fault::FaultPoint) -> Result<()> {
-        #[cfg(any(test, feature = "testing"))]
-        {
-            self.faults.check(point)
-        }
-        #[cfg(not(any(test, feature = "testing")))]
-        {
-            let _ = point;
-            Ok(())
-        }
-    }
-
-    /// The engine's injected-fault plan (cargo feature `testing`; see [`crate::fault`]).
-    #[cfg(any(test, feature = "testing"))]
-    pub fn faults(&self) -> &crate::fault::Faults {
-        &self.faults
+        self.faults.check(point)
     }
 
     /// Makes `watermark` durable in the storage (with every earlier commit). Called under the
@@ -494,13 +471,13 @@ impl<S: Storage> DiskEngine<S> {
         let _reclaimer = self.lock_reclaimer()?;
         let started = Instant::now();
         let threshold = threshold_of(self.progress.watermark());
-        #[cfg(any(test, feature = "testing"))]
         if self.faults.armed(crate::fault::FaultPoint::Reclaim) > 0 {
             // Midway: the part of the work done before the fault is real.
             let partial = ReclaimRequest {
                 threshold: threshold / 2,
                 purge,
                 turns: &self.turns,
+                faults: &self.faults,
             };
             self.contain_write("reclaim", |s| {
                 s.reclaim(partial)?;
@@ -512,6 +489,7 @@ impl<S: Storage> DiskEngine<S> {
                 threshold,
                 purge,
                 turns: &self.turns,
+                faults: &self.faults,
             })
         })?;
         let rows = self.lock_covered()?.reclaimed(threshold);

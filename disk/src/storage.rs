@@ -21,6 +21,9 @@ pub struct ReclaimRequest<'a> {
     /// The engine's writers: a storage that reclaims in many transactions yields to them between
     /// two ([`crate::sweeper::sweep`] does), so a reclaim never holds writes for longer than one.
     pub turns: &'a WriterTurns,
+    /// The engine's test hooks, passed on to [`crate::sweeper::sweep`] (empty without the
+    /// `testing` feature).
+    pub faults: &'a crate::fault::Faults,
 }
 
 /// What one reclaim did in storage; the engine adds the threshold and the duration.
@@ -56,7 +59,7 @@ pub struct LiveEntries {
 /// watermark and applied end, the counters and the contract's arithmetic; a storage only stores.
 ///
 /// Calls that change data are made under the engine's writer lock (`commit`, `persist_meta`,
-/// `after_commit`, `insert_raw`) or its reclaimer lock (`reclaim`); `get` and the statistics run
+/// `after_commit`, and the test hooks of `testing::StorageHooks`) or its reclaimer lock (`reclaim`); `get` and the statistics run
 /// concurrently with both.
 pub trait Storage: Send + Sync + 'static {
     /// The backend's name: in the directory marker, errors and `Engine::backend_name`.
@@ -157,17 +160,5 @@ pub trait Storage: Send + Sync + 'static {
     /// failed post-commit flush). Checked before every write, watermark change, reclaim and flush.
     fn check_usable(&self) -> Result<()> {
         Ok(())
-    }
-
-    /// Stores `stored` verbatim under `key`, bypassing the codec, reachable by reclamation (an
-    /// offset-indexed storage indexes it at its tag, or at 0 when unreadable). Corruption tests
-    /// only: a storage implements it under its own `testing` feature, and the default refuses,
-    /// so any combination of features compiles.
-    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        let _ = (key, stored);
-        Err(engine_api::Error::Unsupported(format!(
-            "{} was built without the `testing` feature: raw injection is off",
-            Self::BACKEND
-        )))
     }
 }

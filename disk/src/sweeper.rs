@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::fault::Faults;
 use crate::turns::{MAX_YIELD, WriterTurns};
 use engine_api::codec::{self, Decoded};
 use engine_api::error::Result;
@@ -237,7 +238,9 @@ impl ChunkSizer {
 
 /// Runs chunks until no covered index row remains below `threshold`, each as large as `sizer`
 /// says, letting every writer announced in `turns` commit between two chunks (so a writer waits
-/// for at most the chunk in flight, never the whole sweep).
+/// for at most the chunk in flight, never the whole sweep). After every chunk that visited rows it
+/// runs the test hook of `faults` ([`Faults::chunk_committed`]; nothing without the `testing`
+/// feature).
 ///
 /// Corrupt rows are kept, so the loop resumes after the last visited key rather than from the
 /// start; every chunk therefore makes progress and the sweep terminates.
@@ -246,6 +249,7 @@ pub fn sweep<S: SweepChunk + ?Sized>(
     threshold: u64,
     mut sizer: ChunkSizer,
     turns: &WriterTurns,
+    faults: &Faults,
 ) -> Result<SweepTotals> {
     let mut totals = SweepTotals::default();
     let mut cursor: Option<Vec<u8>> = None;
@@ -256,6 +260,9 @@ pub fn sweep<S: SweepChunk + ?Sized>(
         let took = chunk.busy.unwrap_or_else(|| started.elapsed());
         totals.add(&chunk.totals);
         let visited = chunk.totals.rows_visited;
+        if visited > 0 {
+            faults.chunk_committed(&chunk.totals);
+        }
         match chunk.last_index_key {
             Some(last) if visited as usize >= limit => cursor = Some(last),
             _ => return Ok(totals),
@@ -341,7 +348,14 @@ mod tests {
         }
         toy.put(b"k0", 20); // k0@0 is now stale
         toy.data.borrow_mut().insert(b"k3".to_vec(), vec![0xee]); // corrupt
-        let totals = sweep(&toy, 6, ChunkSizer::new(2, None), &WriterTurns::default()).unwrap();
+        let totals = sweep(
+            &toy,
+            6,
+            ChunkSizer::new(2, None),
+            &WriterTurns::default(),
+            &Faults::default(),
+        )
+        .unwrap();
         assert_eq!(totals.rows_visited, 6);
         assert_eq!(totals.stale_dropped, 1);
         assert_eq!(totals.corrupt_kept, 1);
@@ -362,7 +376,7 @@ mod tests {
         // No chunk can meet a 1 ns target: after the first (FIRST_TIMED_CHUNK_ROWS rows) every
         // chunk is one row, and the sweep still removes everything covered.
         let sizer = ChunkSizer::new(64, Some(Duration::from_nanos(1)));
-        let totals = sweep(&toy, 40, sizer, &WriterTurns::default()).unwrap();
+        let totals = sweep(&toy, 40, sizer, &WriterTurns::default(), &Faults::default()).unwrap();
         assert_eq!(totals.values_removed, 40);
         let first = FIRST_TIMED_CHUNK_ROWS as u64;
         // The toy counts the last, empty chunk too.
@@ -382,7 +396,14 @@ mod tests {
             toy.put(format!("k{i:03}").as_bytes(), i);
         }
         let sizer = ChunkSizer::new(64, Some(Duration::from_millis(1)));
-        let totals = sweep(&toy, 200, sizer, &WriterTurns::default()).unwrap();
+        let totals = sweep(
+            &toy,
+            200,
+            sizer,
+            &WriterTurns::default(),
+            &Faults::default(),
+        )
+        .unwrap();
         assert_eq!(totals.values_removed, 200);
         assert_eq!(*toy.sizes.borrow(), vec![16, 32, 64, 64, 24]);
         // A zero target cannot be met: it sizes nothing (full chunks), rather than one row each.
@@ -439,7 +460,14 @@ mod tests {
             log: Arc::clone(&log),
             first_done: Mutex::new(Some(done_tx)),
         };
-        let totals = sweep(&target, 3, ChunkSizer::new(1, None), &turns).unwrap();
+        let totals = sweep(
+            &target,
+            3,
+            ChunkSizer::new(1, None),
+            &turns,
+            &Faults::default(),
+        )
+        .unwrap();
         writer.join().unwrap();
         assert_eq!(totals.rows_visited, 3);
         assert_eq!(
@@ -479,15 +507,28 @@ mod tests {
         toy.put(b"a", 1);
         // Shorter than the 8-byte offset, and below every threshold's upper bound.
         toy.index.borrow_mut().insert(vec![0, 0, 0], ());
-        let totals = sweep(&toy, 5, ChunkSizer::new(10, None), &WriterTurns::default()).unwrap();
+        let totals = sweep(
+            &toy,
+            5,
+            ChunkSizer::new(10, None),
+            &WriterTurns::default(),
+            &Faults::default(),
+        )
+        .unwrap();
         assert_eq!((totals.rows_visited, totals.corrupt_kept), (2, 1));
         assert_eq!(totals.values_removed, 1);
         assert!(toy.index.borrow().contains_key([0u8, 0, 0].as_slice()));
         // Met and counted again by every later sweep, never deleted.
         assert_eq!(
-            sweep(&toy, 5, ChunkSizer::new(10, None), &WriterTurns::default())
-                .unwrap()
-                .corrupt_kept,
+            sweep(
+                &toy,
+                5,
+                ChunkSizer::new(10, None),
+                &WriterTurns::default(),
+                &Faults::default()
+            )
+            .unwrap()
+            .corrupt_kept,
             1
         );
         assert_eq!(

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let engine = RedbFactory
+    let engine = RedbFactory::new()
         .open(&dir.path().join("bucket"), EngineOptions::default())
         .expect("open a redb bucket");
     let steps = conformance::hostile_input::steps(data, 64);

@@ -4,7 +4,14 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use disk::{BackendContext, DiskBackend};
 use engine_api::{EngineHandle, EngineOptions, Error, Result};
+
+use crate::registry;
 
 /// A storage backend. Every variant exists in every build; opening one whose cargo feature is off
 /// is an [`Error::Unsupported`] naming the feature.
@@ -125,7 +132,7 @@ impl Backend {
     /// use tidemark::{Backend, BackendConfig, EngineOptions, HistoricalBucket, MemoryLake};
     ///
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
-    /// let config = BackendConfig::default(); // e.g. `.with_rocksdb(context)` on a server
+    /// let config = BackendConfig::default(); // e.g. `.with_context(context)` on a server
     /// let dir = tempfile::tempdir()?;
     /// let backend = Backend::compiled()[0];
     /// let engine = backend.open_with(&dir.path().join("bucket-7"), EngineOptions::default(), &config)?;
@@ -155,16 +162,22 @@ impl Backend {
                 );
                 Ok(EngineHandle::new(engine_api::MemoryEngine::new(options)))
             }
-            Backend::Sled => open_sled(path, options, config),
-            Backend::Redb => open_redb(path, options, config),
-            Backend::RocksDb => open_rocksdb(path, options, config),
+            disk => registry::visit(
+                disk,
+                OpenBucket {
+                    path,
+                    options,
+                    config,
+                },
+            ),
         }
     }
 }
 
 /// Per-process configuration of the backends, set up once by the host and passed to every
 /// [`Backend::open_with`]: each disk backend's context (bucket budget, caches, background
-/// threads). `Default` uses each backend's process-wide default context (1,024 buckets each).
+/// threads), at most one per backend. A backend without one here opens from its process-wide
+/// default context ([`BackendContext::global`], 1,024 buckets).
 ///
 /// ```
 /// use tidemark::{Backend, BackendConfig, EngineOptions};
@@ -179,21 +192,15 @@ impl Backend {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Default)]
-#[non_exhaustive]
 pub struct BackendConfig {
-    /// The RocksDB context (block cache, memtable budget, rate limiter, background threads,
-    /// bucket budget) every RocksDB bucket opened with this config shares; `None`: the
-    /// process-wide default.
-    #[cfg(feature = "rocksdb")]
-    pub rocksdb: Option<backend_rocksdb::RocksDbContext>,
-    /// The sled context (bucket budget, cache budget, flusher thread); `None`: the process-wide
-    /// default.
-    #[cfg(feature = "sled")]
-    pub sled: Option<backend_sled::SledContext>,
-    /// The redb context (bucket budget, cache budget); `None`: the process-wide default.
-    #[cfg(feature = "redb")]
-    pub redb: Option<backend_redb::RedbContext>,
+    /// Contexts by their type: each backend has a context type of its own.
+    contexts: HashMap<TypeId, Arc<dyn SharedContext>>,
 }
+
+/// A context as the config stores it: any backend's, printable.
+trait SharedContext: Any + fmt::Debug + Send + Sync {}
+
+impl<C: BackendContext> SharedContext for C {}
 
 impl BackendConfig {
     /// A fresh context for every compiled disk backend with its default settings, each admitting
@@ -206,121 +213,90 @@ impl BackendConfig {
             })
     }
 
-    /// This config with a fresh context for `backend` alone, admitting `buckets` buckets (the
-    /// context's `for_buckets`); the other backends keep theirs. Nothing for the memory backend,
-    /// or for a backend that is not compiled in. A host that uses one backend creates only its
-    /// context (another backend's would start its threads for nothing).
+    /// This config with a fresh context for `backend` alone, admitting `buckets` buckets
+    /// ([`BackendContext::for_buckets`]); the other backends keep theirs. Nothing for the memory
+    /// backend, or for a backend that is not compiled in. A host that uses one backend creates
+    /// only its context (another backend's would start its threads for nothing).
     pub fn with_budget(self, backend: Backend, buckets: usize) -> Result<Self> {
-        let _ = buckets; // unused when no disk backend is compiled in
-        Ok(match backend {
-            #[cfg(feature = "rocksdb")]
-            Backend::RocksDb => {
-                self.with_rocksdb(backend_rocksdb::RocksDbContext::for_buckets(buckets)?)
-            }
-            #[cfg(feature = "sled")]
-            Backend::Sled => self.with_sled(backend_sled::SledContext::for_buckets(buckets)?),
-            #[cfg(feature = "redb")]
-            Backend::Redb => self.with_redb(backend_redb::RedbContext::for_buckets(buckets)?),
-            _ => self,
-        })
+        if backend == Backend::Memory || !backend.is_compiled() {
+            return Ok(self);
+        }
+        registry::visit(
+            backend,
+            Budget {
+                config: self,
+                buckets,
+            },
+        )
     }
 
-    /// Shares `context` among every RocksDB bucket opened with this config.
-    #[cfg(feature = "rocksdb")]
-    pub fn with_rocksdb(mut self, context: backend_rocksdb::RocksDbContext) -> Self {
-        self.rocksdb = Some(context);
+    /// Shares `context` among every bucket of its backend opened with this config (replacing the
+    /// context that backend had here).
+    ///
+    /// ```
+    /// # #[cfg(feature = "redb")] {
+    /// use tidemark::redb::{Redb, RedbContext, RedbContextOptions};
+    /// use tidemark::{BackendConfig, BackendContext};
+    ///
+    /// let context = RedbContext::new(RedbContextOptions::default())?;
+    /// let config = BackendConfig::default().with_context(context);
+    /// assert!(config.context::<Redb>().is_some());
+    /// # }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_context<C: BackendContext>(mut self, context: C) -> Self {
+        self.contexts.insert(TypeId::of::<C>(), Arc::new(context));
         self
     }
 
-    /// Shares `context` among every sled bucket opened with this config.
-    #[cfg(feature = "sled")]
-    pub fn with_sled(mut self, context: backend_sled::SledContext) -> Self {
-        self.sled = Some(context);
-        self
-    }
-
-    /// Shares `context` among every redb bucket opened with this config.
-    #[cfg(feature = "redb")]
-    pub fn with_redb(mut self, context: backend_redb::RedbContext) -> Self {
-        self.redb = Some(context);
-        self
+    /// The context of backend `B` in this config, `None` when it has none (its buckets open from
+    /// the process-wide default).
+    pub fn context<B: DiskBackend>(&self) -> Option<&B::Context> {
+        let context: &dyn Any = self.contexts.get(&TypeId::of::<B::Context>())?.as_ref();
+        context.downcast_ref()
     }
 }
 
-#[cfg(not(all(feature = "sled", feature = "redb", feature = "rocksdb")))]
-fn not_compiled(backend: Backend) -> Error {
-    Error::Unsupported(format!(
-        "backend {} is not compiled in; enable the `{}` cargo feature of the tidemark crate",
-        backend.name(),
-        backend.name()
-    ))
-}
-
-#[cfg(feature = "sled")]
-fn open_sled(path: &Path, options: EngineOptions, config: &BackendConfig) -> Result<EngineHandle> {
-    use backend_sled::{SledContext, SledEngine};
-    let context = match &config.sled {
-        Some(context) => context.clone(),
-        None => SledContext::global()?,
-    };
-    Ok(EngineHandle::new(SledEngine::open_in(
-        &context, path, options,
-    )?))
-}
-
-#[cfg(not(feature = "sled"))]
-fn open_sled(
-    _path: &Path,
-    _options: EngineOptions,
-    _config: &BackendConfig,
-) -> Result<EngineHandle> {
-    Err(not_compiled(Backend::Sled))
-}
-
-#[cfg(feature = "redb")]
-fn open_redb(path: &Path, options: EngineOptions, config: &BackendConfig) -> Result<EngineHandle> {
-    use backend_redb::{RedbContext, RedbEngine};
-    let context = match &config.redb {
-        Some(context) => context.clone(),
-        None => RedbContext::global()?,
-    };
-    Ok(EngineHandle::new(RedbEngine::open_in(
-        &context, path, options,
-    )?))
-}
-
-#[cfg(not(feature = "redb"))]
-fn open_redb(
-    _path: &Path,
-    _options: EngineOptions,
-    _config: &BackendConfig,
-) -> Result<EngineHandle> {
-    Err(not_compiled(Backend::Redb))
-}
-
-#[cfg(feature = "rocksdb")]
-fn open_rocksdb(
-    path: &Path,
+/// Opens a bucket of the visited backend from its context in the config, or its default.
+#[cfg_attr(
+    not(any(feature = "sled", feature = "redb", feature = "rocksdb")),
+    allow(dead_code, reason = "no disk backend is compiled in")
+)]
+struct OpenBucket<'a> {
+    path: &'a Path,
     options: EngineOptions,
-    config: &BackendConfig,
-) -> Result<EngineHandle> {
-    use backend_rocksdb::{RocksDbContext, RocksDbEngine};
-    let context = match &config.rocksdb {
-        Some(context) => context.clone(),
-        None => RocksDbContext::global()?,
-    };
-    Ok(EngineHandle::new(RocksDbEngine::open_in(
-        &context, path, options,
-    )?))
+    config: &'a BackendConfig,
 }
 
-#[cfg(not(feature = "rocksdb"))]
-fn open_rocksdb(
-    _path: &Path,
-    _options: EngineOptions,
-    _config: &BackendConfig,
-) -> Result<EngineHandle> {
-    Err(not_compiled(Backend::RocksDb))
+impl registry::Visit for OpenBucket<'_> {
+    type Output = EngineHandle;
+
+    fn visit<B: DiskBackend>(self) -> Result<EngineHandle> {
+        let engine = match self.config.context::<B>() {
+            Some(context) => B::open_in(context, self.path, self.options)?,
+            None => B::open_in(&B::Context::global()?, self.path, self.options)?,
+        };
+        Ok(EngineHandle::new(engine))
+    }
+}
+
+/// Adds a fresh context of the visited backend, sized for so many buckets.
+#[cfg_attr(
+    not(any(feature = "sled", feature = "redb", feature = "rocksdb")),
+    allow(dead_code, reason = "no disk backend is compiled in")
+)]
+struct Budget {
+    config: BackendConfig,
+    buckets: usize,
+}
+
+impl registry::Visit for Budget {
+    type Output = BackendConfig;
+
+    fn visit<B: DiskBackend>(self) -> Result<BackendConfig> {
+        let context = B::Context::for_buckets(self.buckets)?;
+        Ok(self.config.with_context(context))
+    }
 }
 
 impl fmt::Display for Backend {

@@ -70,6 +70,7 @@
 //! ```
 
 pub mod backend;
+mod registry;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../README.md")]
@@ -77,6 +78,8 @@ pub mod backend;
 pub struct ReadmeDoctests;
 
 pub use backend::{Backend, BackendConfig};
+/// The two traits every disk backend implements: generic code opens any backend through them.
+pub use disk::{BackendContext, DiskBackend};
 
 // The engine contract, as a host uses it.
 // The engine trait a host calls, how a backend is opened, and the shared handle to one.

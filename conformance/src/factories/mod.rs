@@ -1,19 +1,20 @@
-//! One [`crate::EngineFactory`] per backend compiled into the suite.
+//! The factories of the suite: the memory reference engine's, and one generic [`DiskFactory`]
+//! for every disk backend, named here once per backend compiled into the suite.
 
+mod disk;
 mod memory;
+
+pub use self::disk::DiskFactory;
 pub use memory::MemoryFactory;
 
+/// The sled backend's factory.
 #[cfg(feature = "sled")]
-mod sled;
-#[cfg(feature = "sled")]
-pub use self::sled::{SLED_WINDOW_MULTIPLE, SledFactory};
+pub type SledFactory = DiskFactory<backend_sled::Sled>;
 
+/// The redb backend's factory.
 #[cfg(feature = "redb")]
-mod redb;
-#[cfg(feature = "redb")]
-pub use self::redb::{REDB_WINDOW_MULTIPLE, RedbFactory};
+pub type RedbFactory = DiskFactory<backend_redb::Redb>;
 
+/// The RocksDB backend's factory.
 #[cfg(feature = "rocksdb")]
-mod rocksdb;
-#[cfg(feature = "rocksdb")]
-pub use self::rocksdb::{ROCKSDB_WINDOW_MULTIPLE, RocksDbFactory};
+pub type RocksDbFactory = DiskFactory<backend_rocksdb::RocksDb>;

@@ -155,22 +155,22 @@ fn every_damage_kind_is_found<F: EngineFactory + Clone>(factory: F) {
 
 #[test]
 fn sled_damage_is_found() {
-    every_damage_kind_is_found(SledFactory);
+    every_damage_kind_is_found(SledFactory::new());
 }
 
 #[test]
 fn redb_damage_is_found() {
-    every_damage_kind_is_found(RedbFactory);
+    every_damage_kind_is_found(RedbFactory::new());
 }
 
 #[test]
 fn rocksdb_damage_is_found() {
-    every_damage_kind_is_found(RocksDbFactory);
+    every_damage_kind_is_found(RocksDbFactory::new());
 }
 
 #[test]
 fn a_rocksdb_table_file_damaged_on_disk_fails_its_checksum() {
-    let mut h = Harness::new(RocksDbFactory);
+    let mut h = Harness::new(RocksDbFactory::new());
     let mut batch = WriteBatch::new();
     for i in 0..2_000u64 {
         batch.put(format!("k{i:05}"), noise(i, 200), i);
@@ -197,7 +197,7 @@ fn a_rocksdb_table_file_damaged_on_disk_fails_its_checksum() {
 
 #[test]
 fn a_lagging_watermark_is_reported_but_is_not_damage() {
-    let mut h = Harness::new(RedbFactory);
+    let mut h = Harness::new(RedbFactory::new());
     sample(h.engine());
     h.engine().adopt_lake_watermark(50).unwrap();
     h.close();
