@@ -3,7 +3,6 @@
 use disk::BackendContext;
 use std::path::{Path, PathBuf};
 
-use disk::sweeper::SweepTotals;
 use disk::{DiskEngine, StorageInit};
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 
@@ -59,17 +58,6 @@ impl RedbEngine {
     /// Path of the database file.
     pub fn file_path(&self) -> &Path {
         self.inner.storage().file()
-    }
-
-    /// The options the engine was opened with.
-    pub fn options(&self) -> &EngineOptions {
-        self.inner.options()
-    }
-
-    /// What the most recent `reclaim` did, row by row (`None` before the first one). Tests use
-    /// `rows_visited` to show that a sweep's work is proportional to what is covered.
-    pub fn last_sweep(&self) -> Option<SweepTotals> {
-        self.inner.last_sweep()
     }
 
     /// redb's own storage figures, including fragmented bytes (free pages awaiting reuse).

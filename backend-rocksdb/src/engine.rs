@@ -10,8 +10,8 @@ use disk::{DiskEngine, StorageInit};
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 use rocksdb::properties;
 
+use crate::compaction_filter::FilterCounterSnapshot;
 use crate::context::RocksDbContext;
-use crate::filter::FilterCounterSnapshot;
 use crate::storage::RocksDbStorage;
 
 pub(crate) use crate::error::BACKEND;
@@ -62,11 +62,6 @@ impl RocksDbEngine {
     /// The context this engine shares resources with.
     pub fn context(&self) -> &RocksDbContext {
         self.inner.storage().context()
-    }
-
-    /// The options it was opened with.
-    pub fn options(&self) -> &EngineOptions {
-        self.inner.options()
     }
 
     /// The RocksDB database directory (`<bucket>/db`).

@@ -16,10 +16,10 @@
 
 mod backend;
 mod compact;
+mod compaction_filter;
 mod context;
 mod engine;
 mod error;
-mod filter;
 mod storage;
 mod suppliers;
 #[cfg(feature = "testing")]
@@ -28,6 +28,10 @@ pub mod testing;
 #[cfg(feature = "testing")]
 pub use backend::ROCKSDB_WINDOW_MULTIPLE;
 pub use backend::RocksDb;
+pub use compaction_filter::{
+    FilterCounterSnapshot, FilterCounters, TagThresholdFilter, TagThresholdFilterFactory,
+    ThresholdSupplier,
+};
 pub use context::{
     FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_OPEN_FILES, NON_TABLE_FILES,
     RETIRED_LOGS_PER_BUCKET, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_BUCKET, RocksDbContext,
@@ -37,10 +41,6 @@ pub use context::{
 /// `for_buckets`, `settings`, `bounds` on the context).
 pub use disk::{BackendContext, DiskBackend};
 pub use engine::RocksDbEngine;
-pub use filter::{
-    FilterCounterSnapshot, FilterCounters, TagThresholdFilter, TagThresholdFilterFactory,
-    ThresholdSupplier,
-};
 pub use storage::{DATA_CF, DB_DIR, META_CF};
 pub use suppliers::{
     PurgeGuard, WatermarkThreshold, now_ms, ttl_filter_factory, wall_clock_ms_supplier,

@@ -25,8 +25,8 @@ use rocksdb::{
 };
 
 use crate::compact;
+use crate::compaction_filter::FilterCounters;
 use crate::context::RocksDbContext;
-use crate::filter::FilterCounters;
 use crate::rocks_err;
 use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use disk::layout::FileStart;
-use disk::sweeper::{ChunkSizer, SweepTotals};
+use disk::sweeper::ChunkSizer;
 use disk::{DiskEngine, StorageInit};
 use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
 
@@ -69,22 +69,10 @@ impl SledEngine {
         self.inner.dir()
     }
 
-    /// The options it was opened with.
-    pub fn options(&self) -> &EngineOptions {
-        self.inner.options()
-    }
-
     /// The rows per sweep chunk actually used: `sweep_chunk_rows` capped at
     /// [`MAX_SWEEP_CHUNK_ROWS`].
     pub fn sweep_chunk_rows(&self) -> usize {
         self.inner.storage().sweep_chunk_rows()
-    }
-
-    /// What the most recent reclaim did row by row (`None` before the first one): index rows
-    /// visited, stale rows dropped, chunks committed. Tests use `rows_visited` to show that the
-    /// sweeper's work follows the covered range, not the table size.
-    pub fn last_sweep(&self) -> Option<SweepTotals> {
-        self.inner.last_sweep()
     }
 
     /// Rebuilds into a fresh database this engine has switched to since it was opened (see

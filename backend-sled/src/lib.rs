@@ -17,7 +17,6 @@
 //! trade-offs.
 
 mod backend;
-mod chunk;
 mod context;
 mod digest;
 mod engine;
@@ -29,6 +28,7 @@ mod rebuild;
 mod registry;
 mod scan;
 mod storage;
+mod sweep;
 
 #[cfg(feature = "testing")]
 pub use backend::SLED_WINDOW_MULTIPLE;

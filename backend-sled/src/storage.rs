@@ -21,7 +21,6 @@ use engine_api::verify::Verifier;
 use engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
-use crate::chunk::Chunker;
 use crate::context::SledContext;
 use crate::digest;
 use crate::engine::SLED_DB_FILE;
@@ -30,6 +29,7 @@ use crate::generation::{self, Generation};
 use crate::meta;
 use crate::registry::{self, OpenStore};
 use crate::scan::for_each_chunk;
+use crate::sweep::SledChunker;
 
 /// One bucket's sled database, its current [`Generation`]: trees `data`, `by_offset` and
 /// `meta`. A reclaim may rebuild it into a fresh one ([`crate::rebuild`]) and switch to that.
@@ -428,7 +428,7 @@ impl Storage for SledStorage {
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.size_on_disk()?;
         let store = self.generation()?;
-        let chunker = Chunker {
+        let chunker = SledChunker {
             data: &store.data,
             by_offset: &store.by_offset,
             meta: &store.meta,

@@ -19,7 +19,7 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
         .with_sync_writes(false)
         .with_sweep_chunk_time(None);
     let engine = SledEngine::open(tmp.path(), options).unwrap();
-    assert_eq!(engine.options().sweep_chunk_rows, 4096);
+    assert_eq!(Sled::skeleton(&engine).options().sweep_chunk_rows, 4096);
     assert_eq!(engine.sweep_chunk_rows(), MAX_SWEEP_CHUNK_ROWS);
     let covered = 4 * MAX_SWEEP_CHUNK_ROWS as u64 - 24;
     engine.apply(&puts(0, covered + 10)).unwrap();
@@ -34,7 +34,7 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
             },
         )));
     assert_eq!(engine.reclaim().unwrap().values_removed, covered);
-    let sweep = engine.last_sweep().unwrap();
+    let sweep = Sled::skeleton(&engine).last_sweep().unwrap();
     assert_eq!((sweep.rows_visited, sweep.chunks), (covered, 4));
     assert_eq!(
         largest.load(std::sync::atomic::Ordering::Acquire),

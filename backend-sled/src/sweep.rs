@@ -20,7 +20,7 @@ use crate::error::{sled_error, tx_error};
 use crate::{digest, meta};
 
 /// The trees and in-memory state a chunk touches.
-pub(crate) struct Chunker<'a> {
+pub(crate) struct SledChunker<'a> {
     pub(crate) data: &'a sled::Tree,
     pub(crate) by_offset: &'a sled::Tree,
     pub(crate) meta: &'a sled::Tree,
@@ -28,7 +28,7 @@ pub(crate) struct Chunker<'a> {
     pub(crate) live_entries: &'a AtomicU64,
 }
 
-impl Chunker<'_> {
+impl SledChunker<'_> {
     /// Index keys `> resume_after` and `< index_upper_bound(threshold)`, at most `limit` of them.
     /// Only `by_offset` is read, never `data`, so the cost follows the covered range.
     fn pick(&self, threshold: u64, limit: usize, resume_after: Option<&[u8]>) -> Result<Vec<IVec>> {
@@ -46,7 +46,7 @@ impl Chunker<'_> {
     }
 }
 
-impl SweepChunk for Chunker<'_> {
+impl SweepChunk for SledChunker<'_> {
     fn sweep_chunk(
         &self,
         threshold: u64,
