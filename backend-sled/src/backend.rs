@@ -34,12 +34,16 @@ impl DiskBackend for Sled {
 /// as sled's space amplification improves: the case holds the backend to it.
 ///
 /// Measured with `cargo test -p tidemark-conformance --all-features --test sled -- --exact sled::bytes_on_disk_bounded_by_the_window`
-/// (dev profile, 2-core sandbox, three runs), with the case context's rebuild at every reclaim:
-/// 3.67–4.58 at the end, 4.88–4.90 at most over the last half (without rebuilds, ten runs:
-/// 7.03–10.09 and 7.65–10.09). A fresh sled database is itself a few 512 KiB segments, which
-/// a 1.7 MB window cannot amortise. 6.5: the largest measurement with about 30 % headroom.
+/// (dev profile, 2-core sandbox, with the case context's rebuild at every reclaim), 17 runs while
+/// another build and test run loaded both cores: 3.36–4.58 at the end, 4.59–7.35 at most over
+/// the last half; on an idle machine, three runs: 4.88–4.90 at most. The spread is sled's own: the
+/// store after each reclaim is a fresh copy of the same 1.7 MB window, and that copy takes 7 MiB
+/// in most reclaims but 9–12 MiB in some, depending on when sled's I/O threads seal its segment
+/// buffers (the rows copied are the same). A fresh sled database is itself a few 512 KiB
+/// segments, which a 1.7 MB window cannot amortise. 9.5: the largest measurement with about
+/// 30 % headroom.
 #[cfg(feature = "testing")]
-pub const SLED_WINDOW_MULTIPLE: f64 = 6.5;
+pub const SLED_WINDOW_MULTIPLE: f64 = 9.5;
 
 #[cfg(feature = "testing")]
 impl disk::testing::TestedBackend for Sled {
