@@ -12,7 +12,9 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use tidemark::{Error, LakeLookuper, LakeSnapshot, Result, async_trait};
+use tidemark::{LakeLookuper, LakeSnapshot, async_trait};
+
+use crate::{Error, Result};
 
 use super::history::{History, Verdict};
 use super::stream::Stream;
@@ -86,13 +88,13 @@ impl StreamLake {
         let mut state = self.state();
         let appended = state.history.end();
         if end_offset > appended {
-            return Err(Error::invalid(format!(
+            return Err(Error::Harness(format!(
                 "lake snapshot end {end_offset} is beyond the WAL end {appended}"
             )));
         }
         let latest = state.snapshots.back().copied().unwrap_or_default();
         if end_offset < latest.end_offset {
-            return Err(Error::invalid(format!(
+            return Err(Error::Harness(format!(
                 "lake snapshot end {end_offset} is below the latest snapshot's end {}",
                 latest.end_offset
             )));
@@ -100,7 +102,7 @@ impl StreamLake {
         let id = latest
             .id
             .checked_add(1)
-            .ok_or_else(|| Error::lake("lake snapshot ids exhausted"))?;
+            .ok_or_else(|| Error::Harness("lake snapshot ids exhausted".into()))?;
         let snapshot = LakeSnapshot::new(id, end_offset);
         state.snapshots.push_back(snapshot);
         while state.snapshots.len() > self.retain {
@@ -155,10 +157,10 @@ impl StreamLake {
 
 #[async_trait]
 impl LakeLookuper for StreamLake {
-    async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+    async fn refresh(&self, snapshot: LakeSnapshot) -> tidemark::Result<()> {
         let mut state = self.state();
         if !state.live(snapshot) {
-            return Err(Error::lake(format!(
+            return Err(tidemark::Error::lake(format!(
                 "lake snapshot {} (end {}) is not one the lake keeps",
                 snapshot.id, snapshot.end_offset
             )));
@@ -167,18 +169,18 @@ impl LakeLookuper for StreamLake {
         Ok(())
     }
 
-    async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    async fn lookup(&self, key: &[u8]) -> tidemark::Result<Option<Vec<u8>>> {
         let mut values = self.lookup_many(&[key.to_vec()]).await?;
         values
             .pop()
-            .ok_or_else(|| Error::Internal("the lake answered no key".into()))
+            .ok_or_else(|| tidemark::Error::Internal("the lake answered no key".into()))
     }
 
-    async fn lookup_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+    async fn lookup_many(&self, keys: &[Vec<u8>]) -> tidemark::Result<Vec<Option<Vec<u8>>>> {
         let state = self.state();
         let served = state.served;
         if !state.live(served) {
-            return Err(Error::lake(format!(
+            return Err(tidemark::Error::lake(format!(
                 "lake snapshot {} has expired: refresh to a newer snapshot",
                 served.id
             )));
@@ -187,9 +189,11 @@ impl LakeLookuper for StreamLake {
             .map(|key| match Stream::key_index_of(key) {
                 // The empty lake, before any refresh (it may be older than the floor).
                 _ if served == LakeSnapshot::default() => Ok(None),
+                // A snapshot the lake keeps is never below the model's floor.
                 Some(index) => state
                     .history
-                    .state_at(&self.stream, index, served.end_offset),
+                    .state_at(&self.stream, index, served.end_offset)
+                    .map_err(|e| tidemark::Error::Internal(e.to_string())),
                 None => Ok(None),
             })
             .collect()

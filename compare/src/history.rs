@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use tidemark::{Error, Result};
+use crate::{Error, Result};
 
 use super::stream::Stream;
 
@@ -41,7 +41,7 @@ pub enum Verdict {
 }
 
 fn settled_past(what: &str, offset: u64, floor: u64) -> Error {
-    Error::Internal(format!(
+    Error::Harness(format!(
         "the model settled offsets below {floor}, past the {what} {offset} it still needs"
     ))
 }
@@ -51,7 +51,7 @@ impl History {
     /// where the previous call ended.
     pub fn extend(&mut self, stream: &Stream, from: u64, to: u64) -> Result<()> {
         if from != self.end {
-            return Err(Error::Internal(format!(
+            return Err(Error::Harness(format!(
                 "the model holds offsets up to {}, not {from}",
                 self.end
             )));

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use test_support::rng::SplitMix64;
 use tidemark::{
-    Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, Error,
-    HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler, Result,
+    Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, HistoricalBucket,
+    LakeLookuper, LakeSnapshot, ReclaimScheduler,
 };
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
@@ -36,7 +36,7 @@ use super::lake::StreamLake;
 use super::latency::{Latencies, Recorder};
 use super::reclaims::{self, ReclaimLog, ReclaimRun};
 use super::stream::{Stream, WindowBytes};
-use crate::units;
+use crate::{Error, Result, units};
 
 /// What a run is given.
 #[derive(Clone)]
@@ -147,7 +147,8 @@ pub fn run(setup: RunSetup) -> Result<RunOutcome> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(|e| Error::Harness(format!("cannot start the run's runtime: {e}")))?;
     runtime.block_on(run_async(setup))
 }
 
@@ -251,7 +252,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         (Ok(_), Ok(_)) => Some(sample(&shared).await),
         _ => None,
     };
-    let bucket_stats = shared.slot.read(async |b| Ok(b.stats())).await;
+    let bucket_stats = shared.slot.read(async |b| Ok::<_, Error>(b.stats())).await;
     let unsettled_offsets = shared.lake.unsettled();
     // Stop the other tasks whatever happened, then report the first failure.
     let _ = stop.send(true);
@@ -263,7 +264,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     samples.push(
         last_sample
             .transpose()?
-            .ok_or_else(|| Error::Internal("the writer finished without a final sample".into()))?,
+            .ok_or_else(|| Error::Harness("the writer finished without a final sample".into()))?,
     );
     let bucket_stats = bucket_stats?;
 
@@ -301,7 +302,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
 /// A task's result, its panic or cancellation turned into an error.
 async fn joined<T>(task: JoinHandle<Result<T>>) -> Result<T> {
     task.await
-        .map_err(|e| Error::Internal(format!("a compare task did not complete: {e}")))?
+        .map_err(|e| Error::Harness(format!("a compare task did not complete: {e}")))?
 }
 
 /// The bucket of a run, replaced whole by an all-or-nothing rebuild (writers and readers hold
@@ -336,7 +337,7 @@ impl Slot {
             tokio::task::spawn_blocking(move || backend.open_with(&dir, options, &backends))
                 .await
                 .map_err(|e| {
-                    Error::Internal(format!("opening the store did not complete: {e}"))
+                    Error::Harness(format!("opening the store did not complete: {e}"))
                 })??;
         let engine = match self.wrap {
             Some(wrap) => wrap(engine),
@@ -346,16 +347,22 @@ impl Slot {
         let lake: Arc<dyn LakeLookuper> = self.lake.clone();
         let bucket = HistoricalBucket::new(engine, lake);
         match &self.scheduler {
-            Some(scheduler) => bucket.with_scheduler(scheduler, BUCKET),
+            Some(scheduler) => Ok(bucket.with_scheduler(scheduler, BUCKET)?),
             None => Ok(bucket),
         }
     }
 
     /// Runs `call` on the current bucket, shared with the other tasks.
-    async fn read<T>(&self, call: impl AsyncFnOnce(&HistoricalBucket) -> Result<T>) -> Result<T> {
+    async fn read<T, E>(
+        &self,
+        call: impl AsyncFnOnce(&HistoricalBucket) -> std::result::Result<T, E>,
+    ) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let guard = self.bucket.read().await;
         let bucket = guard.as_ref().ok_or_else(no_bucket)?;
-        call(bucket).await
+        Ok(call(bucket).await?)
     }
 
     /// The all-or-nothing cleanup: when the lake holds everything applied (`snapshot` ends at
@@ -374,7 +381,7 @@ impl Slot {
         let dir = self.dir.clone();
         tokio::task::spawn_blocking(move || remove_store(&dir))
             .await
-            .map_err(|e| Error::Internal(format!("removing the store did not complete: {e}")))??;
+            .map_err(|e| Error::Harness(format!("removing the store did not complete: {e}")))??;
         let fresh = self.open().await?;
         // Adopts the lake's end as W: every record below it is the lake's to answer.
         fresh.recover(snapshot).await?;
@@ -387,13 +394,15 @@ impl Slot {
 /// already gone.
 pub fn remove_store(dir: &std::path::Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io("cannot remove the store", dir, e))
+        }
         _ => Ok(()),
     }
 }
 
 fn no_bucket() -> Error {
-    Error::Internal("the run's bucket is gone (a rebuild failed)".into())
+    Error::Harness("the run's bucket is gone (a rebuild failed)".into())
 }
 
 struct Written {
@@ -688,9 +697,10 @@ async fn sample(shared: &Shared) -> Result<StateSample> {
         .slot
         .read(async |b| {
             let engine = b.engine().clone();
-            tokio::task::spawn_blocking(move || engine.stats())
+            let stats = tokio::task::spawn_blocking(move || engine.stats())
                 .await
-                .map_err(|e| Error::Internal(format!("reading statistics did not complete: {e}")))?
+                .map_err(|e| Error::Harness(format!("reading statistics did not complete: {e}")))?;
+            Ok::<_, Error>(stats?)
         })
         .await?;
     let window_bytes = {
@@ -924,7 +934,7 @@ mod tests {
                 let behind = lake.commit(99).unwrap();
                 assert!(!slot.rebuild_if_caught_up(behind).await.unwrap());
                 assert_eq!(
-                    slot.read(async |b| Ok(b.engine().applied_end()))
+                    slot.read(async |b| Ok::<_, Error>(b.engine().applied_end()))
                         .await
                         .unwrap(),
                     100
