@@ -35,14 +35,13 @@ mod comparison;
 mod config;
 mod error;
 mod histogram;
-mod history;
 mod lake;
 mod latency;
 mod reclaims;
 mod report;
 mod run;
-mod stream;
 pub mod units;
+mod window;
 
 pub use args::CompareArgs;
 pub use comparison::{Outputs, compare};

@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
+use test_support::observe::{Observed, ReclaimLog};
 use test_support::rng::SplitMix64;
+use test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{
     Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, HistoricalBucket,
     LakeLookuper, LakeSnapshot, ReclaimScheduler,
@@ -31,11 +33,10 @@ use tokio::task::JoinHandle;
 
 use super::config::{CompareConfig, Variant};
 use super::histogram::Histogram;
-use super::history::Verdict;
 use super::lake::StreamLake;
 use super::latency::{Latencies, Recorder};
-use super::reclaims::{self, ReclaimLog, ReclaimRun};
-use super::stream::{Stream, WindowBytes};
+use super::reclaims::{self, ReclaimRun};
+use super::window::WindowBytes;
 use crate::{Error, Result, units};
 
 /// What a run is given.
@@ -166,7 +167,7 @@ struct Ends {
 /// What every task of a run shares.
 struct Shared {
     setup: RunSetup,
-    stream: Stream,
+    stream: SeededStream,
     slot: Slot,
     lake: Arc<StreamLake>,
     log: Arc<ReclaimLog>,
@@ -188,7 +189,7 @@ impl Shared {
 
 async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let config = setup.config.clone();
-    let stream = Stream::new(
+    let stream = SeededStream::new(
         config.seed,
         config.keys,
         config.delete_percent,
@@ -269,7 +270,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let bucket_stats = bucket_stats?;
 
     final_check(&shared, &mut reader_outcome).await?;
-    let reclaims = shared.log.runs(shared.origin);
+    let reclaims = reclaims::runs(&shared.log, shared.origin);
     close(&shared, scheduler).await?;
 
     Ok(RunOutcome {
@@ -343,7 +344,7 @@ impl Slot {
             Some(wrap) => wrap(engine),
             None => engine,
         };
-        let engine = reclaims::logged(engine, Arc::clone(&self.log));
+        let engine = Observed::wrap(engine, Arc::clone(&self.log));
         let lake: Arc<dyn LakeLookuper> = self.lake.clone();
         let bucket = HistoricalBucket::new(engine, lake);
         match &self.scheduler {
@@ -593,7 +594,7 @@ async fn read_and_check(
             continue;
         }
         let key = shared.stream.key_index(rng.below(acked));
-        let name = Stream::key(key);
+        let name = SeededStream::key(key);
         shared.lake.begin_check(acked);
         let began = Instant::now();
         let answer = shared.slot.read(async |b| b.lookup(&name).await).await;
@@ -605,8 +606,7 @@ async fn read_and_check(
         outcome.checked += 1;
         match answer {
             Ok(answer) => {
-                let verdict = shared.lake.check(key, answer.as_deref(), acked, applying)?;
-                if verdict == Verdict::Mismatch {
+                if !shared.lake.check(key, answer.as_deref(), acked, applying)? {
                     outcome.mismatches += 1;
                     outcome.problem(|| {
                         format!(
@@ -628,7 +628,7 @@ async fn read_and_check(
 /// An answer as a problem report names it: the offset a value names, or absent.
 fn describe(answer: Option<&[u8]>) -> String {
     match answer {
-        Some(value) => match Stream::offset_of(value) {
+        Some(value) => match SeededStream::offset_of(value) {
             Some(offset) => format!("the value written at offset {offset}"),
             None => format!("a {}-byte value naming no offset", value.len()),
         },
@@ -641,7 +641,7 @@ async fn final_check(shared: &Shared, outcome: &mut ReaderOutcome) -> Result<()>
     let end = shared.ends.acked.load(Ordering::SeqCst);
     let keys = shared.lake.keys();
     for chunk in keys.chunks(FINAL_CHECK_CHUNK) {
-        let names: Vec<Vec<u8>> = chunk.iter().map(|&k| Stream::key(k)).collect();
+        let names: Vec<Vec<u8>> = chunk.iter().map(|&k| SeededStream::key(k)).collect();
         let answers = shared
             .slot
             .read(async |b| b.lookup_many(&names).await)
@@ -911,7 +911,7 @@ mod tests {
             .unwrap();
         for backend in Backend::compiled() {
             runtime.block_on(async {
-                let stream = Stream::new(3, 50, 20, 16);
+                let stream = SeededStream::new(3, 50, 20, 16);
                 let lake = Arc::new(StreamLake::new(stream.clone(), 4));
                 let slot = Slot {
                     bucket: RwLock::new(None),
@@ -946,7 +946,7 @@ mod tests {
                 assert_eq!((stats.watermark, stats.live_entries), (100, 0), "{backend}");
                 for key in 0..50 {
                     let answer = slot
-                        .read(async |b| b.lookup(&Stream::key(key)).await)
+                        .read(async |b| b.lookup(&SeededStream::key(key)).await)
                         .await
                         .unwrap();
                     assert_eq!(answer, lake.state_at(key, 100).unwrap(), "{backend} {key}");
