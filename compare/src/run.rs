@@ -124,7 +124,9 @@ pub struct RunOutcome {
     pub rebuilds: u64,
     /// Offsets the model held in full when the writer finished (the rest: one per key).
     pub unsettled_offsets: u64,
-    /// The bucket's counters when the writer finished.
+    /// The bucket's counters when the writer finished, its lookup counts (local values, local
+    /// tombstones, lake fallbacks) summed over every store of the run: an all-or-nothing rebuild
+    /// starts a bucket with counters of its own.
     pub bucket: BucketStats,
     /// Bytes on disk of the new store before anything was written (the engine's fixed
     /// footprint).
@@ -215,6 +217,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         log: Arc::clone(&log),
         scheduler: scheduler.clone(),
         wrap: setup.wrap,
+        retired: Mutex::new(RetiredLookups::default()),
     };
     let bucket = slot.open().await?;
     bucket.recover(LakeSnapshot::default()).await?;
@@ -253,7 +256,10 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         (Ok(_), Ok(_)) => Some(sample(&shared).await),
         _ => None,
     };
-    let bucket_stats = shared.slot.read(async |b| Ok::<_, Error>(b.stats())).await;
+    let bucket_stats = shared
+        .slot
+        .read(async |b| Ok::<_, Error>(shared.slot.run_stats(b)))
+        .await;
     let unsettled_offsets = shared.lake.unsettled();
     // Stop the other tasks whatever happened, then report the first failure.
     let _ = stop.send(true);
@@ -319,6 +325,16 @@ struct Slot {
     log: Arc<ReclaimLog>,
     scheduler: Option<ReclaimScheduler>,
     wrap: Option<fn(EngineHandle) -> EngineHandle>,
+    /// The lookup counts of the buckets rebuilds have closed.
+    retired: Mutex<RetiredLookups>,
+}
+
+/// Lookup counts of the buckets an all-or-nothing run has closed.
+#[derive(Debug, Default, Clone, Copy)]
+struct RetiredLookups {
+    local_values: u64,
+    local_tombstones: u64,
+    lake_fallbacks: u64,
 }
 
 /// The scheduler's id of the one bucket of a run.
@@ -353,6 +369,25 @@ impl Slot {
         }
     }
 
+    /// Adds the lookup counts of `stats`, a bucket about to be closed, to the retired ones.
+    fn retire(&self, stats: &BucketStats) {
+        // Only these additions happen under the lock, so poisoned counts are still whole.
+        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.local_values += stats.local_values;
+        retired.local_tombstones += stats.local_tombstones;
+        retired.lake_fallbacks += stats.lake_fallbacks;
+    }
+
+    /// `bucket`'s counters, with the lookups of the buckets rebuilds closed added in.
+    fn run_stats(&self, bucket: &HistoricalBucket) -> BucketStats {
+        let retired = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stats = bucket.stats();
+        stats.local_values += retired.local_values;
+        stats.local_tombstones += retired.local_tombstones;
+        stats.lake_fallbacks += retired.lake_fallbacks;
+        stats
+    }
+
     /// Runs `call` on the current bucket, shared with the other tasks.
     async fn read<T, E>(
         &self,
@@ -377,6 +412,7 @@ impl Slot {
             return Ok(false);
         }
         if let Some(old) = guard.take() {
+            self.retire(&old.stats());
             old.close().await?;
         }
         let dir = self.dir.clone();
@@ -923,6 +959,7 @@ mod tests {
                     log: Arc::new(ReclaimLog::default()),
                     scheduler: None,
                     wrap: None,
+                    retired: Mutex::new(RetiredLookups::default()),
                 };
                 let bucket = slot.open().await.unwrap();
                 bucket.recover(LakeSnapshot::default()).await.unwrap();
