@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
 # The dev profile builds dependencies optimised and shares the RocksDB build with the tests.
-cargo run -p tidemark -- compare "$@"
+cargo run -p tidemark-cli -- compare "$@"

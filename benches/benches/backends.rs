@@ -41,9 +41,9 @@ use tidemark::{
     WriteBatch,
 };
 use tidemark_benches::{
-    BATCH, KEYS, RawLayout, RawStore, Read, Stream, config, disk_backends, fill, fill_key,
-    fresh_key, open_raw, open_tagged, payload, raw_name, read_keys, read_state, settle, stream_key,
-    write_state,
+    BATCH, KEYS, RawLayout, RawStore, Read, SETUP_BATCH, Stream, config, disk_backends, fill,
+    fill_key, fresh_key, inserting, open_raw, open_tagged, payload, raw_name, read_keys,
+    read_state, settle, stream_key, write_state,
 };
 
 /// A tagged bucket of `backend` at `path` holding `state`, settled into its files.
@@ -472,8 +472,8 @@ fn bench_write_during_reclaim(c: &mut Criterion) {
     // Inserts, so an entry stays its key's newest until it is reclaimed: the tagged reclaim and
     // the raw removal remove the same keys, and the stream never rewrites a key just as it is
     // being removed.
-    let mut stream = Stream::inserting();
-    let state = stream.next_batches(2 * KEYS);
+    let mut stream = inserting();
+    let state = stream.next_batches(2 * KEYS, SETUP_BATCH);
     let mut group = c.benchmark_group("write-during-reclaim");
     group.throughput(Throughput::Elements(BATCH));
     for backend in disk_backends() {

@@ -11,6 +11,7 @@ use disk::sweeper::index_key;
 use engine_api::{Record, WriteBatch};
 use sled::Transactional;
 use test_support::rng::SplitMix64;
+use test_support::stream::{Cursor, PutStream};
 use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
 
 /// Keys in the benchmark key space.
@@ -54,62 +55,28 @@ pub fn fresh_key(offset: u64) -> Vec<u8> {
 }
 
 /// The write stream of the write benchmarks: puts of [`payload`] at consecutive offsets from 0.
-#[derive(Debug, Clone)]
-pub struct Stream {
-    next: u64,
-    key: fn(u64) -> Vec<u8>,
+pub type Stream = Cursor<PutStream>;
+
+/// Overwrites: the key of offset `o` is [`stream_key`]`(o)`, every key rewritten every [`KEYS`]
+/// offsets.
+pub fn overwriting() -> Stream {
+    Cursor::new(PutStream::new(stream_key, payload))
 }
 
-impl Stream {
-    /// Overwrites: the key of offset `o` is [`stream_key`]`(o)`, every key rewritten every
-    /// [`KEYS`] offsets.
-    pub fn overwriting() -> Self {
-        Stream {
-            next: 0,
-            key: stream_key,
-        }
-    }
-
-    /// Inserts: the key of offset `o` is [`fresh_key`]`(o)`, never written again, so an entry
-    /// stays the key's newest until it is removed.
-    pub fn inserting() -> Self {
-        Stream {
-            next: 0,
-            key: fresh_key,
-        }
-    }
-
-    /// The offset of the next record.
-    pub fn next_offset(&self) -> u64 {
-        self.next
-    }
-
-    /// The next `len` records as one batch.
-    pub fn next_batch(&mut self, len: u64) -> WriteBatch {
-        let first = self.next;
-        self.next += len;
-        (first..self.next)
-            .map(|offset| Record::put((self.key)(offset), payload(offset), offset))
-            .collect()
-    }
-
-    /// The next `records` records in batches of 1,000 (cheap set-up writes).
-    pub fn next_batches(&mut self, records: u64) -> Vec<WriteBatch> {
-        let end = self.next + records;
-        let mut batches = Vec::new();
-        while self.next < end {
-            let len = (end - self.next).min(1_000);
-            batches.push(self.next_batch(len));
-        }
-        batches
-    }
+/// Inserts: the key of offset `o` is [`fresh_key`]`(o)`, never written again, so an entry stays
+/// the key's newest until it is removed.
+pub fn inserting() -> Stream {
+    Cursor::new(PutStream::new(fresh_key, payload))
 }
+
+/// Set-up writes go in batches of this many records (cheap to apply).
+pub const SETUP_BATCH: u64 = 1_000;
 
 /// The state every write benchmark starts from (and the stream continuing it): every key written
 /// twice, so writes overwrite existing keys, as in a bucket that has been running.
 pub fn write_state() -> (Vec<WriteBatch>, Stream) {
-    let mut stream = Stream::overwriting();
-    (stream.next_batches(2 * KEYS), stream)
+    let mut stream = overwriting();
+    (stream.next_batches(2 * KEYS, SETUP_BATCH), stream)
 }
 
 /// The state the read benchmarks read: [`write_state`], then every [`DEAD_EVERY`]-th key deleted

@@ -23,15 +23,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use test_support::observe::{Observed, ReclaimLog};
 use test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, MemoryLake, ReclaimScheduler, SchedulerConfig};
-use tidemark::{
-    Backend, Engine, EngineHandle, EngineOptions, ReclaimReport, Result, WriteBatch, forward_engine,
-};
+use tidemark::{Backend, EngineHandle, EngineOptions, Result, WriteBatch};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -121,24 +119,6 @@ fn fixed_reclaim(backend: Backend, sizes: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Sums the time of every `reclaim` the scheduler makes.
-struct Timed {
-    inner: EngineHandle,
-    nanos: AtomicU64,
-}
-
-impl Engine for Timed {
-    forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
-        watermark applied_end reclaim_below stats flush lookup_inline reclaimable verify);
-    fn reclaim(&self) -> Result<ReclaimReport> {
-        let started = Instant::now();
-        let report = self.inner.reclaim();
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.nanos.fetch_add(nanos, Ordering::Relaxed);
-        report
-    }
-}
-
 fn drain(backend: Backend, keys: u64, rt: &tokio::runtime::Runtime) -> Result<()> {
     // One reclaim of the same bucket fully covered.
     let once = {
@@ -150,15 +130,17 @@ fn drain(backend: Backend, keys: u64, rt: &tokio::runtime::Runtime) -> Result<()
         started.elapsed()
     };
     let tmp = tempfile::tempdir()?;
-    let timed = Arc::new(Timed {
-        inner: filled(backend, &tmp.path().join("b"), keys)?,
-        nanos: AtomicU64::new(0),
-    });
+    // Sums the time of every `reclaim` the scheduler makes.
+    let log = Arc::new(ReclaimLog::default());
+    let timed = Observed::wrap(
+        filled(backend, &tmp.path().join("b"), keys)?,
+        Arc::clone(&log),
+    );
     let stats = rt.block_on(async {
         let config = SchedulerConfig::default().with_min_interval(Duration::ZERO);
         let sched = ReclaimScheduler::new(config)?;
         let id = tidemark::bucket::BucketId(1);
-        sched.register(id, EngineHandle::from(Arc::clone(&timed)))?;
+        sched.register(id, timed.clone())?;
         for step in 1..=100u64 {
             timed.advance_watermark(keys * step / 100)?;
             sched.request(id)?;
@@ -168,7 +150,7 @@ fn drain(backend: Backend, keys: u64, rt: &tokio::runtime::Runtime) -> Result<()
         sched.shutdown().await;
         Ok::<_, tidemark::Error>(stats)
     })?;
-    let total = Duration::from_nanos(timed.nanos.load(Ordering::Relaxed));
+    let total = log.total_time();
     let counters = timed.stats()?.counters;
     let left = timed.stats()?.live_entries;
     let runs = stats.map_or(0, |s| s.runs);

@@ -79,7 +79,7 @@ pub fn soak<F: EngineFactory>(factory: F) {
         let shared = Arc::new(Shared {
             bucket: Arc::new(bucket),
             lake,
-            model: Model::new(keys),
+            model: Model::new(),
             sequencer: Mutex::new(0),
             done: AtomicBool::new(false),
             keys_per_writer: KEYS_PER_WRITER,

@@ -1,36 +1,30 @@
 //! The soak's model: every write the sequencer handed out, per key, and what a lookup that ran
 //! while the acknowledged WAL end moved through a window may answer.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use test_support::history::WalHistory;
 
 use super::super::support::show;
-
-/// A key's state at some WAL end: `version` is `1 +` the offset of its newest write below that
-/// end (0: never written), `put` the offset of that write when it is a put (`None`: deleted or
-/// never written).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct State {
-    version: u64,
-    put: Option<u64>,
-}
 
 /// Every write in offset order, per key id, and the two WAL ends the sequencer publishes:
 /// `applying` (the end of the batch being applied, raised after its writes are recorded here and
 /// before the apply) and `acked` (raised once the apply returned).
 #[derive(Debug)]
 pub struct Model {
-    /// Per key id: `(offset, is a put)`. The id `keys` (one past the last) is never written.
-    histories: Mutex<Vec<Vec<(u64, bool)>>>,
+    /// Every write, per key id (the soak never writes the id one past its last key); never
+    /// settled, so any WAL end can be asked about.
+    history: Mutex<WalHistory>,
     applying: AtomicU64,
     acked: AtomicU64,
 }
 
 impl Model {
-    /// A model of `keys` keys, nothing written.
-    pub fn new(keys: usize) -> Self {
+    /// A model with nothing written (any key id may be written or asked about).
+    pub fn new() -> Self {
         Model {
-            histories: Mutex::new(vec![Vec::new(); keys + 1]),
+            history: Mutex::new(WalHistory::default()),
             applying: AtomicU64::new(0),
             acked: AtomicU64::new(0),
         }
@@ -52,12 +46,16 @@ impl Model {
     /// Records a batch's writes `(key id, offset, is a put)` before it is applied and publishes
     /// `end` as the end being applied. Called by the sequencer only, in offset order.
     pub fn begin(&self, writes: &[(usize, u64, bool)], end: u64) {
-        let mut histories = self.histories.lock().unwrap();
+        let mut history = self.history();
         for &(id, offset, put) in writes {
-            histories[id].push((offset, put));
+            history.record(id as u64, offset, put).unwrap();
         }
-        drop(histories);
+        drop(history);
         self.applying.store(end, Ordering::SeqCst);
+    }
+
+    fn history(&self) -> MutexGuard<'_, WalHistory> {
+        self.history.lock().unwrap()
     }
 
     /// Publishes `end` as acknowledged: the apply of every record below it returned.
@@ -77,10 +75,8 @@ impl Model {
 
     /// The model's answer for key `id` at WAL end `end`.
     pub fn answer_at(&self, id: usize, end: u64) -> Option<Vec<u8>> {
-        let histories = self.histories.lock().unwrap();
-        state_at(&histories[id], end)
-            .put
-            .map(|offset| Self::value(id, offset))
+        let state = self.history().state_at(id as u64, end).unwrap();
+        state.put.map(|offset| Self::value(id, offset))
     }
 
     /// Checks one answer for key `id` of a lookup that started when `lo` was acknowledged and
@@ -96,7 +92,8 @@ impl Model {
         answer: Option<&[u8]>,
         floor: &mut u64,
     ) -> Result<(), String> {
-        let states = self.states_between(id, lo, hi);
+        // The key's states at `lo` and after each of its writes in `lo..hi`.
+        let states = self.history().states_between(id as u64, lo, hi).unwrap();
         let fail = |what: &str| {
             Err(format!(
                 "key {} answered {:?}: {what} (acknowledged end {lo}, applying {hi}, last version \
@@ -139,41 +136,6 @@ impl Model {
         }
         Ok(())
     }
-
-    /// The key's states at `lo` and after each of its writes in `lo..hi`.
-    fn states_between(&self, id: usize, lo: u64, hi: u64) -> Vec<State> {
-        let histories = self.histories.lock().unwrap();
-        let history = &histories[id];
-        let mut states = vec![state_at(history, lo)];
-        states.extend(
-            history
-                .iter()
-                .filter(|(offset, _)| (lo..hi).contains(offset))
-                .map(|&(offset, put)| State {
-                    version: offset + 1,
-                    put: put.then_some(offset),
-                }),
-        );
-        states
-    }
-}
-
-/// The state after every write below `end`.
-fn state_at(history: &[(u64, bool)], end: u64) -> State {
-    history
-        .iter()
-        .rev()
-        .find(|(offset, _)| *offset < end)
-        .map_or(
-            State {
-                version: 0,
-                put: None,
-            },
-            |&(offset, put)| State {
-                version: offset + 1,
-                put: put.then_some(offset),
-            },
-        )
 }
 
 /// The offset a value of key `id` names, if it has the shape [`Model::value`] writes.
@@ -190,7 +152,7 @@ mod tests {
     /// Key 0: put at 2, delete at 5, put at 7. Each wrong answer the soak must catch is caught.
     #[test]
     fn checks_windows_and_versions() {
-        let model = Model::new(1);
+        let model = Model::new();
         model.begin(&[(0, 2, true)], 3);
         model.begin(&[(0, 5, false)], 6);
         model.begin(&[(0, 7, true)], 8);

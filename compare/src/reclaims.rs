@@ -1,13 +1,11 @@
-//! Watching the reclaims the scheduler runs: an engine wrapper logs each one (when it started,
-//! how long it took, what it removed and rewrote), and tells the writer whether a reclaim was
-//! running while an apply was.
+//! The reclaims the scheduler ran, as a run reports them: each one (when it started, how long it
+//! took, what it removed and rewrote), from the [`ReclaimLog`] an observing engine wrapper kept,
+//! and their totals.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tidemark::{Engine, EngineHandle, ReclaimReport, Result, forward_engine};
+use test_support::observe::ReclaimLog;
 
 /// One reclaim the scheduler ran.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,102 +26,20 @@ pub struct ReclaimRun {
     pub bytes_rewritten: Option<u64>,
 }
 
-/// The reclaims of one run, and whether one is running now.
-#[derive(Debug, Default)]
-pub struct ReclaimLog {
-    /// Reclaims running now.
-    running: AtomicU64,
-    /// Reclaim starts and ends so far: an apply that saw it change overlapped one.
-    events: AtomicU64,
-    runs: Mutex<Vec<(Instant, ReclaimRun)>>,
-}
-
-/// What the log looked like when an apply started.
-#[derive(Debug, Clone, Copy)]
-pub struct Mark {
-    running: u64,
-    events: u64,
-}
-
-impl ReclaimLog {
-    /// Taken before an apply.
-    pub fn mark(&self) -> Mark {
-        // `events` first: a reclaim starting in between is then seen as a changed count.
-        let events = self.events.load(Ordering::SeqCst);
-        Mark {
-            running: self.running.load(Ordering::SeqCst),
-            events,
-        }
-    }
-
-    /// Whether a reclaim ran at any moment since `mark` was taken.
-    pub fn overlapped_since(&self, mark: Mark) -> bool {
-        mark.running > 0
-            || self.running.load(Ordering::SeqCst) > 0
-            || self.events.load(Ordering::SeqCst) != mark.events
-    }
-
-    /// Every reclaim logged, in the order they finished, their starts counted from `origin`.
-    pub fn runs(&self, origin: Instant) -> Vec<ReclaimRun> {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.iter()
-            .map(|(started, run)| ReclaimRun {
-                start: started.saturating_duration_since(origin).as_secs_f64(),
-                ..run.clone()
-            })
-            .collect()
-    }
-
-    fn begin(&self) -> Instant {
-        self.running.fetch_add(1, Ordering::SeqCst);
-        self.events.fetch_add(1, Ordering::SeqCst);
-        Instant::now()
-    }
-
-    fn end(&self, started: Instant, report: &Result<ReclaimReport>) {
-        let duration = started.elapsed();
-        if let Ok(report) = report {
-            let run = ReclaimRun {
-                start: 0.0,
-                duration: duration.as_secs_f64(),
-                values_removed: report.values_removed,
-                tombstones_removed: report.tombstones_removed,
-                bytes_before: report.bytes_before,
-                bytes_after: report.bytes_after,
-                bytes_rewritten: report.bytes_rewritten,
-            };
-            // Only this push happens under the lock, so a poisoned log is still whole.
-            self.runs
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((started, run));
-        }
-        self.events.fetch_add(1, Ordering::SeqCst);
-        self.running.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// An engine that logs every `reclaim` into a [`ReclaimLog`] and forwards everything else.
-struct Logged {
-    inner: EngineHandle,
-    log: Arc<ReclaimLog>,
-}
-
-impl Engine for Logged {
-    forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
-        watermark applied_end reclaim_below stats flush lookup_inline reclaimable verify);
-
-    fn reclaim(&self) -> Result<ReclaimReport> {
-        let started = self.log.begin();
-        let report = self.inner.reclaim();
-        self.log.end(started, &report);
-        report
-    }
-}
-
-/// `engine`, with its reclaims logged into `log`.
-pub fn logged(engine: EngineHandle, log: Arc<ReclaimLog>) -> EngineHandle {
-    EngineHandle::new(Logged { inner: engine, log })
+/// Every reclaim `log` recorded, in the order they finished, their starts counted from `origin`.
+pub fn runs(log: &ReclaimLog, origin: Instant) -> Vec<ReclaimRun> {
+    log.completed()
+        .into_iter()
+        .map(|r| ReclaimRun {
+            start: r.started.saturating_duration_since(origin).as_secs_f64(),
+            duration: r.took.as_secs_f64(),
+            values_removed: r.report.values_removed,
+            tombstones_removed: r.report.tombstones_removed,
+            bytes_before: r.report.bytes_before,
+            bytes_after: r.report.bytes_after,
+            bytes_rewritten: r.report.bytes_rewritten,
+        })
+        .collect()
 }
 
 /// Sums over the reclaims of a run.
@@ -190,13 +106,15 @@ impl ReclaimTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tidemark::{EngineOptions, MemoryEngine, WriteBatch};
+    use std::sync::Arc;
+    use test_support::observe::Observed;
+    use tidemark::{Engine, EngineHandle, EngineOptions, MemoryEngine, WriteBatch};
 
     #[test]
     fn reclaims_are_logged_and_seen_by_an_overlapping_apply() {
         let origin = Instant::now();
         let log = Arc::new(ReclaimLog::default());
-        let engine = logged(
+        let engine = Observed::wrap(
             EngineHandle::new(MemoryEngine::new(EngineOptions::default())),
             Arc::clone(&log),
         );
@@ -212,7 +130,7 @@ mod tests {
         assert!(log.overlapped_since(before), "a reclaim ran since the mark");
         assert!(!log.overlapped_since(log.mark()));
 
-        let runs = log.runs(origin);
+        let runs = runs(&log, origin);
         assert_eq!(runs.len(), 1);
         // b@1 is covered; a@0 was replaced by the tombstone at 2, which is not.
         assert_eq!((runs[0].values_removed, runs[0].tombstones_removed), (1, 0));

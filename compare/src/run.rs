@@ -21,22 +21,23 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
+use test_support::observe::{Observed, ReclaimLog};
 use test_support::rng::SplitMix64;
+use test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{
-    Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, Error,
-    HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler, Result,
+    Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, HistoricalBucket,
+    LakeLookuper, LakeSnapshot, ReclaimScheduler,
 };
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
 
 use super::config::{CompareConfig, Variant};
 use super::histogram::Histogram;
-use super::history::Verdict;
 use super::lake::StreamLake;
 use super::latency::{Latencies, Recorder};
-use super::reclaims::{self, ReclaimLog, ReclaimRun};
-use super::stream::{Stream, WindowBytes};
-use crate::units;
+use super::reclaims::{self, ReclaimRun};
+use super::window::WindowBytes;
+use crate::{Error, Result, units};
 
 /// What a run is given.
 #[derive(Clone)]
@@ -123,7 +124,9 @@ pub struct RunOutcome {
     pub rebuilds: u64,
     /// Offsets the model held in full when the writer finished (the rest: one per key).
     pub unsettled_offsets: u64,
-    /// The bucket's counters when the writer finished.
+    /// The bucket's counters when the writer finished, its lookup counts (local values, local
+    /// tombstones, lake fallbacks) summed over every store of the run: an all-or-nothing rebuild
+    /// starts a bucket with counters of its own.
     pub bucket: BucketStats,
     /// Bytes on disk of the new store before anything was written (the engine's fixed
     /// footprint).
@@ -147,7 +150,8 @@ pub fn run(setup: RunSetup) -> Result<RunOutcome> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(|e| Error::Harness(format!("cannot start the run's runtime: {e}")))?;
     runtime.block_on(run_async(setup))
 }
 
@@ -165,7 +169,7 @@ struct Ends {
 /// What every task of a run shares.
 struct Shared {
     setup: RunSetup,
-    stream: Stream,
+    stream: SeededStream,
     slot: Slot,
     lake: Arc<StreamLake>,
     log: Arc<ReclaimLog>,
@@ -187,7 +191,7 @@ impl Shared {
 
 async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let config = setup.config.clone();
-    let stream = Stream::new(
+    let stream = SeededStream::new(
         config.seed,
         config.keys,
         config.delete_percent,
@@ -213,6 +217,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         log: Arc::clone(&log),
         scheduler: scheduler.clone(),
         wrap: setup.wrap,
+        retired: Mutex::new(RetiredLookups::default()),
     };
     let bucket = slot.open().await?;
     bucket.recover(LakeSnapshot::default()).await?;
@@ -251,7 +256,10 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         (Ok(_), Ok(_)) => Some(sample(&shared).await),
         _ => None,
     };
-    let bucket_stats = shared.slot.read(async |b| Ok(b.stats())).await;
+    let bucket_stats = shared
+        .slot
+        .read(async |b| Ok::<_, Error>(shared.slot.run_stats(b)))
+        .await;
     let unsettled_offsets = shared.lake.unsettled();
     // Stop the other tasks whatever happened, then report the first failure.
     let _ = stop.send(true);
@@ -263,12 +271,12 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     samples.push(
         last_sample
             .transpose()?
-            .ok_or_else(|| Error::Internal("the writer finished without a final sample".into()))?,
+            .ok_or_else(|| Error::Harness("the writer finished without a final sample".into()))?,
     );
     let bucket_stats = bucket_stats?;
 
     final_check(&shared, &mut reader_outcome).await?;
-    let reclaims = shared.log.runs(shared.origin);
+    let reclaims = reclaims::runs(&shared.log, shared.origin);
     close(&shared, scheduler).await?;
 
     Ok(RunOutcome {
@@ -301,7 +309,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
 /// A task's result, its panic or cancellation turned into an error.
 async fn joined<T>(task: JoinHandle<Result<T>>) -> Result<T> {
     task.await
-        .map_err(|e| Error::Internal(format!("a compare task did not complete: {e}")))?
+        .map_err(|e| Error::Harness(format!("a compare task did not complete: {e}")))?
 }
 
 /// The bucket of a run, replaced whole by an all-or-nothing rebuild (writers and readers hold
@@ -317,6 +325,16 @@ struct Slot {
     log: Arc<ReclaimLog>,
     scheduler: Option<ReclaimScheduler>,
     wrap: Option<fn(EngineHandle) -> EngineHandle>,
+    /// The lookup counts of the buckets rebuilds have closed.
+    retired: Mutex<RetiredLookups>,
+}
+
+/// Lookup counts of the buckets an all-or-nothing run has closed.
+#[derive(Debug, Default, Clone, Copy)]
+struct RetiredLookups {
+    local_values: u64,
+    local_tombstones: u64,
+    lake_fallbacks: u64,
 }
 
 /// The scheduler's id of the one bucket of a run.
@@ -336,26 +354,51 @@ impl Slot {
             tokio::task::spawn_blocking(move || backend.open_with(&dir, options, &backends))
                 .await
                 .map_err(|e| {
-                    Error::Internal(format!("opening the store did not complete: {e}"))
+                    Error::Harness(format!("opening the store did not complete: {e}"))
                 })??;
         let engine = match self.wrap {
             Some(wrap) => wrap(engine),
             None => engine,
         };
-        let engine = reclaims::logged(engine, Arc::clone(&self.log));
+        let engine = Observed::wrap(engine, Arc::clone(&self.log));
         let lake: Arc<dyn LakeLookuper> = self.lake.clone();
         let bucket = HistoricalBucket::new(engine, lake);
         match &self.scheduler {
-            Some(scheduler) => bucket.with_scheduler(scheduler, BUCKET),
+            Some(scheduler) => Ok(bucket.with_scheduler(scheduler, BUCKET)?),
             None => Ok(bucket),
         }
     }
 
+    /// Adds the lookup counts of `stats`, a bucket about to be closed, to the retired ones.
+    fn retire(&self, stats: &BucketStats) {
+        // Only these additions happen under the lock, so poisoned counts are still whole.
+        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.local_values += stats.local_values;
+        retired.local_tombstones += stats.local_tombstones;
+        retired.lake_fallbacks += stats.lake_fallbacks;
+    }
+
+    /// `bucket`'s counters, with the lookups of the buckets rebuilds closed added in.
+    fn run_stats(&self, bucket: &HistoricalBucket) -> BucketStats {
+        let retired = *self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stats = bucket.stats();
+        stats.local_values += retired.local_values;
+        stats.local_tombstones += retired.local_tombstones;
+        stats.lake_fallbacks += retired.lake_fallbacks;
+        stats
+    }
+
     /// Runs `call` on the current bucket, shared with the other tasks.
-    async fn read<T>(&self, call: impl AsyncFnOnce(&HistoricalBucket) -> Result<T>) -> Result<T> {
+    async fn read<T, E>(
+        &self,
+        call: impl AsyncFnOnce(&HistoricalBucket) -> std::result::Result<T, E>,
+    ) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let guard = self.bucket.read().await;
         let bucket = guard.as_ref().ok_or_else(no_bucket)?;
-        call(bucket).await
+        Ok(call(bucket).await?)
     }
 
     /// The all-or-nothing cleanup: when the lake holds everything applied (`snapshot` ends at
@@ -369,12 +412,13 @@ impl Slot {
             return Ok(false);
         }
         if let Some(old) = guard.take() {
+            self.retire(&old.stats());
             old.close().await?;
         }
         let dir = self.dir.clone();
         tokio::task::spawn_blocking(move || remove_store(&dir))
             .await
-            .map_err(|e| Error::Internal(format!("removing the store did not complete: {e}")))??;
+            .map_err(|e| Error::Harness(format!("removing the store did not complete: {e}")))??;
         let fresh = self.open().await?;
         // Adopts the lake's end as W: every record below it is the lake's to answer.
         fresh.recover(snapshot).await?;
@@ -387,13 +431,15 @@ impl Slot {
 /// already gone.
 pub fn remove_store(dir: &std::path::Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io("cannot remove the store", dir, e))
+        }
         _ => Ok(()),
     }
 }
 
 fn no_bucket() -> Error {
-    Error::Internal("the run's bucket is gone (a rebuild failed)".into())
+    Error::Harness("the run's bucket is gone (a rebuild failed)".into())
 }
 
 struct Written {
@@ -584,7 +630,7 @@ async fn read_and_check(
             continue;
         }
         let key = shared.stream.key_index(rng.below(acked));
-        let name = Stream::key(key);
+        let name = SeededStream::key(key);
         shared.lake.begin_check(acked);
         let began = Instant::now();
         let answer = shared.slot.read(async |b| b.lookup(&name).await).await;
@@ -596,8 +642,7 @@ async fn read_and_check(
         outcome.checked += 1;
         match answer {
             Ok(answer) => {
-                let verdict = shared.lake.check(key, answer.as_deref(), acked, applying)?;
-                if verdict == Verdict::Mismatch {
+                if !shared.lake.check(key, answer.as_deref(), acked, applying)? {
                     outcome.mismatches += 1;
                     outcome.problem(|| {
                         format!(
@@ -619,7 +664,7 @@ async fn read_and_check(
 /// An answer as a problem report names it: the offset a value names, or absent.
 fn describe(answer: Option<&[u8]>) -> String {
     match answer {
-        Some(value) => match Stream::offset_of(value) {
+        Some(value) => match SeededStream::offset_of(value) {
             Some(offset) => format!("the value written at offset {offset}"),
             None => format!("a {}-byte value naming no offset", value.len()),
         },
@@ -632,7 +677,7 @@ async fn final_check(shared: &Shared, outcome: &mut ReaderOutcome) -> Result<()>
     let end = shared.ends.acked.load(Ordering::SeqCst);
     let keys = shared.lake.keys();
     for chunk in keys.chunks(FINAL_CHECK_CHUNK) {
-        let names: Vec<Vec<u8>> = chunk.iter().map(|&k| Stream::key(k)).collect();
+        let names: Vec<Vec<u8>> = chunk.iter().map(|&k| SeededStream::key(k)).collect();
         let answers = shared
             .slot
             .read(async |b| b.lookup_many(&names).await)
@@ -688,9 +733,10 @@ async fn sample(shared: &Shared) -> Result<StateSample> {
         .slot
         .read(async |b| {
             let engine = b.engine().clone();
-            tokio::task::spawn_blocking(move || engine.stats())
+            let stats = tokio::task::spawn_blocking(move || engine.stats())
                 .await
-                .map_err(|e| Error::Internal(format!("reading statistics did not complete: {e}")))?
+                .map_err(|e| Error::Harness(format!("reading statistics did not complete: {e}")))?;
+            Ok::<_, Error>(stats?)
         })
         .await?;
     let window_bytes = {
@@ -901,7 +947,7 @@ mod tests {
             .unwrap();
         for backend in Backend::compiled() {
             runtime.block_on(async {
-                let stream = Stream::new(3, 50, 20, 16);
+                let stream = SeededStream::new(3, 50, 20, 16);
                 let lake = Arc::new(StreamLake::new(stream.clone(), 4));
                 let slot = Slot {
                     bucket: RwLock::new(None),
@@ -913,6 +959,7 @@ mod tests {
                     log: Arc::new(ReclaimLog::default()),
                     scheduler: None,
                     wrap: None,
+                    retired: Mutex::new(RetiredLookups::default()),
                 };
                 let bucket = slot.open().await.unwrap();
                 bucket.recover(LakeSnapshot::default()).await.unwrap();
@@ -924,7 +971,7 @@ mod tests {
                 let behind = lake.commit(99).unwrap();
                 assert!(!slot.rebuild_if_caught_up(behind).await.unwrap());
                 assert_eq!(
-                    slot.read(async |b| Ok(b.engine().applied_end()))
+                    slot.read(async |b| Ok::<_, Error>(b.engine().applied_end()))
                         .await
                         .unwrap(),
                     100
@@ -936,7 +983,7 @@ mod tests {
                 assert_eq!((stats.watermark, stats.live_entries), (100, 0), "{backend}");
                 for key in 0..50 {
                     let answer = slot
-                        .read(async |b| b.lookup(&Stream::key(key)).await)
+                        .read(async |b| b.lookup(&SeededStream::key(key)).await)
                         .await
                         .unwrap();
                     assert_eq!(answer, lake.state_at(key, 100).unwrap(), "{backend} {key}");

@@ -4,7 +4,7 @@
 //! The library's `MemoryLake` keeps every WAL record and copies its whole key → value map at
 //! every commit: right for tests, but a run of minutes would hold every record it wrote and copy
 //! a map of every key ten times a second. The stream is a function of the offset, so this lake
-//! keeps only the [`History`] of offsets (each key's newest below the floor, every offset above
+//! keeps only the [`WalHistory`] of offsets (each key's newest below the floor, every offset above
 //! it) and makes a value when it is looked up. The floor is the lowest end anything still needs:
 //! the oldest snapshot the lake keeps (a lookuper may serve it) and the acknowledged end the
 //! reader's pending check started from.
@@ -12,15 +12,17 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use tidemark::{Error, LakeLookuper, LakeSnapshot, Result, async_trait};
+use tidemark::{LakeLookuper, LakeSnapshot, async_trait};
 
-use super::history::{History, Verdict};
-use super::stream::Stream;
+use crate::{Error, Result};
 
-/// A lake table over a [`Stream`], with one lookuper (every bucket of a run shares it).
+use test_support::history::{HistoryError, WalHistory};
+use test_support::stream::SeededStream;
+
+/// A lake table over a [`SeededStream`], with one lookuper (every bucket of a run shares it).
 #[derive(Debug)]
 pub struct StreamLake {
-    stream: Stream,
+    stream: SeededStream,
     /// Snapshots kept; older ones expire.
     retain: usize,
     state: Mutex<State>,
@@ -28,7 +30,7 @@ pub struct StreamLake {
 
 #[derive(Debug)]
 struct State {
-    history: History,
+    history: WalHistory,
     /// The newest snapshots, oldest first.
     snapshots: VecDeque<LakeSnapshot>,
     /// The snapshot lookups read (the empty lake, id 0, before the first refresh).
@@ -52,12 +54,12 @@ impl State {
 
 impl StreamLake {
     /// An empty lake over `stream` that keeps its newest `retain` snapshots (at least 1).
-    pub fn new(stream: Stream, retain: usize) -> Self {
+    pub fn new(stream: SeededStream, retain: usize) -> Self {
         StreamLake {
             stream,
             retain: retain.max(1),
             state: Mutex::new(State {
-                history: History::default(),
+                history: WalHistory::default(),
                 snapshots: VecDeque::new(),
                 served: LakeSnapshot::default(),
                 // Nothing settles before the reader says where it is.
@@ -75,7 +77,10 @@ impl StreamLake {
     /// applied; `from` is where the previous call ended.
     pub fn append(&self, from: u64, to: u64) -> Result<()> {
         let mut state = self.state();
-        state.history.extend(&self.stream, from, to)?;
+        state
+            .history
+            .append(from, (from..to).map(|o| self.stream.write(o)))
+            .map_err(model_error)?;
         state.settle();
         Ok(())
     }
@@ -86,13 +91,13 @@ impl StreamLake {
         let mut state = self.state();
         let appended = state.history.end();
         if end_offset > appended {
-            return Err(Error::invalid(format!(
+            return Err(Error::Harness(format!(
                 "lake snapshot end {end_offset} is beyond the WAL end {appended}"
             )));
         }
         let latest = state.snapshots.back().copied().unwrap_or_default();
         if end_offset < latest.end_offset {
-            return Err(Error::invalid(format!(
+            return Err(Error::Harness(format!(
                 "lake snapshot end {end_offset} is below the latest snapshot's end {}",
                 latest.end_offset
             )));
@@ -100,7 +105,7 @@ impl StreamLake {
         let id = latest
             .id
             .checked_add(1)
-            .ok_or_else(|| Error::lake("lake snapshot ids exhausted"))?;
+            .ok_or_else(|| Error::Harness("lake snapshot ids exhausted".into()))?;
         let snapshot = LakeSnapshot::new(id, end_offset);
         state.snapshots.push_back(snapshot);
         while state.snapshots.len() > self.retain {
@@ -120,22 +125,34 @@ impl StreamLake {
         self.state().reader_floor = u64::MAX;
     }
 
-    /// Checks an answer for key `key` (see [`History::check`]).
+    /// Whether `answer` for key `key` is a state the key had at some WAL end from
+    /// `acked_before` (acknowledged before the lookup) to `applying_after` (being applied when it
+    /// returned), bytes and all; `false` is a wrong answer (lost, resurrected or corrupt data).
     pub fn check(
         &self,
         key: u64,
         answer: Option<&[u8]>,
         acked_before: u64,
         applying_after: u64,
-    ) -> Result<Verdict> {
-        self.state()
+    ) -> Result<bool> {
+        let claimed = SeededStream::claimed(answer);
+        let allowed = self
+            .state()
             .history
-            .check(&self.stream, key, answer, acked_before, applying_after)
+            .allows(key, claimed, acked_before, applying_after)
+            .map_err(model_error)?;
+        // A value names its offset; only that record can have written it, byte for byte.
+        Ok(allowed && self.stream.is_exact(answer))
     }
 
     /// The key's state once every record below `end` is applied.
     pub fn state_at(&self, key: u64, end: u64) -> Result<Option<Vec<u8>>> {
-        self.state().history.state_at(&self.stream, key, end)
+        let state = self
+            .state()
+            .history
+            .state_at(key, end)
+            .map_err(model_error)?;
+        Ok(state.put.map(|offset| self.stream.payload(offset)))
     }
 
     /// Every key written so far, ascending.
@@ -153,12 +170,18 @@ impl StreamLake {
     }
 }
 
+/// The model could not answer: a harness fault (it settled what a check still needed, or was
+/// fed records out of order), never the backend's.
+fn model_error(e: HistoryError) -> Error {
+    Error::Harness(format!("the model: {e}"))
+}
+
 #[async_trait]
 impl LakeLookuper for StreamLake {
-    async fn refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
+    async fn refresh(&self, snapshot: LakeSnapshot) -> tidemark::Result<()> {
         let mut state = self.state();
         if !state.live(snapshot) {
-            return Err(Error::lake(format!(
+            return Err(tidemark::Error::lake(format!(
                 "lake snapshot {} (end {}) is not one the lake keeps",
                 snapshot.id, snapshot.end_offset
             )));
@@ -167,29 +190,32 @@ impl LakeLookuper for StreamLake {
         Ok(())
     }
 
-    async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    async fn lookup(&self, key: &[u8]) -> tidemark::Result<Option<Vec<u8>>> {
         let mut values = self.lookup_many(&[key.to_vec()]).await?;
         values
             .pop()
-            .ok_or_else(|| Error::Internal("the lake answered no key".into()))
+            .ok_or_else(|| tidemark::Error::Internal("the lake answered no key".into()))
     }
 
-    async fn lookup_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+    async fn lookup_many(&self, keys: &[Vec<u8>]) -> tidemark::Result<Vec<Option<Vec<u8>>>> {
         let state = self.state();
         let served = state.served;
         if !state.live(served) {
-            return Err(Error::lake(format!(
+            return Err(tidemark::Error::lake(format!(
                 "lake snapshot {} has expired: refresh to a newer snapshot",
                 served.id
             )));
         }
         keys.iter()
-            .map(|key| match Stream::key_index_of(key) {
+            .map(|key| match SeededStream::key_index_of(key) {
                 // The empty lake, before any refresh (it may be older than the floor).
                 _ if served == LakeSnapshot::default() => Ok(None),
+                // A snapshot the lake keeps is never below the model's floor.
                 Some(index) => state
                     .history
-                    .state_at(&self.stream, index, served.end_offset),
+                    .state_at(index, served.end_offset)
+                    .map(|s| s.put.map(|offset| self.stream.payload(offset)))
+                    .map_err(|e| tidemark::Error::Internal(e.to_string())),
                 None => Ok(None),
             })
             .collect()
@@ -209,7 +235,7 @@ mod tests {
 
     #[test]
     fn snapshots_answer_the_state_below_their_end_and_expire() {
-        let stream = Stream::new(9, 30, 20, 16);
+        let stream = SeededStream::new(9, 30, 20, 16);
         let lake = StreamLake::new(stream.clone(), 2);
         lake.append(0, 100).unwrap();
         assert!(lake.commit(101).is_err(), "beyond the WAL");
@@ -218,7 +244,7 @@ mod tests {
         block_on(async {
             // Before a refresh the lake is empty.
             assert_eq!(
-                lake.lookup(&Stream::key(stream.key_index(0)))
+                lake.lookup(&SeededStream::key(stream.key_index(0)))
                     .await
                     .unwrap(),
                 None
@@ -232,26 +258,30 @@ mod tests {
                     }
                 }
                 let want = newest.and_then(|o| stream.state_after(o));
-                assert_eq!(lake.lookup(&Stream::key(key)).await.unwrap(), want, "{key}");
+                assert_eq!(
+                    lake.lookup(&SeededStream::key(key)).await.unwrap(),
+                    want,
+                    "{key}"
+                );
             }
             assert_eq!(lake.lookup(b"not a key").await.unwrap(), None);
             let (_, third) = (lake.commit(60).unwrap(), lake.commit(80).unwrap());
             // The first snapshot has expired: served lookups and refreshes to it fail.
-            assert!(lake.lookup(&Stream::key(0)).await.is_err());
+            assert!(lake.lookup(&SeededStream::key(0)).await.is_err());
             assert!(lake.refresh(first).await.is_err());
             lake.refresh(third).await.unwrap();
-            assert!(lake.lookup(&Stream::key(0)).await.is_ok());
+            assert!(lake.lookup(&SeededStream::key(0)).await.is_ok());
             // The empty lake is always there, and empty, however far the model has settled.
             lake.end_checks();
             lake.append(100, 200).unwrap();
             lake.refresh(LakeSnapshot::default()).await.unwrap();
-            assert_eq!(lake.lookup(&Stream::key(0)).await.unwrap(), None);
+            assert_eq!(lake.lookup(&SeededStream::key(0)).await.unwrap(), None);
         });
     }
 
     #[test]
     fn the_model_settles_up_to_the_oldest_snapshot_and_the_pending_check() {
-        let stream = Stream::new(2, 10, 10, 16);
+        let stream = SeededStream::new(2, 10, 10, 16);
         let lake = StreamLake::new(stream, 2);
         lake.append(0, 100).unwrap();
         lake.commit(50).unwrap();

@@ -6,18 +6,16 @@
 
 use std::process::ExitCode;
 
-mod compare;
 mod output;
 mod reclaim;
 mod stats;
 mod store;
-mod units;
 mod verify;
 
 use clap::{Parser, Subcommand};
 use compare::CompareArgs;
 use store::StoreArgs;
-use tidemark::{Backend, Result};
+use tidemark::Backend;
 
 /// Exit status when `verify` found damage, or `compare` a lookup that answered wrongly.
 const DAMAGE_FOUND: u8 = 1;
@@ -117,7 +115,16 @@ fn report_contained_panics() {
     }
 }
 
-fn run(command: Command) -> Result<ExitCode> {
+/// Why a command failed: the operator's commands report the library's errors, `compare` its own.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Store(#[from] tidemark::Error),
+    #[error(transparent)]
+    Compare(#[from] compare::Error),
+}
+
+fn run(command: Command) -> Result<ExitCode, Failure> {
     match command {
         Command::Compare(args) => {
             if !compare_backends(&args)? {
@@ -150,25 +157,10 @@ fn run(command: Command) -> Result<ExitCode> {
 }
 
 /// Runs `compare` and prints its tables; `false` when a lookup answered wrongly.
-fn compare_backends(args: &CompareArgs) -> Result<bool> {
-    let (config, selection) = args.config()?;
-    let (report, outputs) = compare::compare(&config, &selection, &args.out, args.dir.as_deref())?;
-    print!("{}", compare::render(&report, &outputs));
-    let wrong: Vec<String> = report
-        .runs
-        .iter()
-        .filter(|r| !r.correct())
-        .map(|r| {
-            format!(
-                "{} {}: {} mismatches, {} errors ({})",
-                r.backend,
-                r.variant,
-                r.lookups.mismatches,
-                r.lookups.errors,
-                r.lookups.problems.join("; ")
-            )
-        })
-        .collect();
+fn compare_backends(args: &CompareArgs) -> compare::Result<bool> {
+    let comparison = compare::run(args)?;
+    print!("{}", comparison.render());
+    let wrong = comparison.wrong_answers();
     if wrong.is_empty() {
         println!(
             "every lookup matched the model (local value or tombstone, or the lake after a miss)"

@@ -1,131 +1,19 @@
-//! `tidemark compare`: every chosen backend takes the same continuously written bucket, with
-//! Tidemark's incremental reclamation and with the two designs it replaces (no cleanup at all;
-//! drop and rebuild only when the lake has caught up), one run at a time so no run disturbs
-//! another's timings. Prints the figures, and writes the two charts and `compare.json` (schema
-//! `tidemark.compare/1`, `docs/CLI.md` § `tidemark compare`).
-
-mod chart;
-mod config;
-mod histogram;
-mod history;
-mod lake;
-mod latency;
-mod reclaims;
-mod report;
-mod run;
-mod stream;
+//! A whole comparison: every backend and variant of a selection, one run after another, then
+//! the JSON report and the two charts written into the output directory.
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tidemark::{Backend, BackendConfig, Error, Result};
+use tidemark::{Backend, BackendConfig};
 
-pub use config::{CompareConfig, Selection, Variant};
-pub use report::CompareReport;
-
-use crate::units;
+use crate::config::{CompareConfig, Selection, Variant};
+use crate::report::{self, CompareReport};
+use crate::{Error, Result, chart, run, units};
 
 /// Buckets the comparison's contexts are sized for: one run's bucket at a time, with room for
 /// an all-or-nothing rebuild to open the new store while the old one's share is returned.
 const CONTEXT_BUCKETS: usize = 4;
-
-/// The command line of `tidemark compare`.
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// How long each run writes (e.g. 10s, 500ms, 10m). Twelve runs of 10 s take about two
-    /// minutes. The harness's memory grows with the keys written, not with the run's length
-    /// (longer runs sample less often).
-    #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
-    pub duration: Duration,
-    /// Records per second the writer aims at.
-    #[arg(long, default_value_t = CompareConfig::default().rate)]
-    pub rate: u64,
-    /// Size of the key space (the default is far larger than a run writes, so state that is
-    /// not cleaned up keeps growing, as with ever-new event keys).
-    #[arg(long, default_value_t = CompareConfig::default().keys)]
-    pub keys: u64,
-    /// Mean lag of the lake behind the acknowledged end, in offsets; each lake commit draws it
-    /// afresh from half to one and a half times this, never 0.
-    #[arg(long, default_value_t = config::DEFAULT_LAG)]
-    pub lag: u64,
-    /// Backends (default: every compiled-in disk backend), e.g. `--backends sled,redb`.
-    #[arg(long, value_delimiter = ',')]
-    pub backends: Vec<Backend>,
-    /// Variants (default: all): tidemark, scheduler-off (the control: watermark written, nothing
-    /// reclaimed), no-cleanup, all-or-nothing.
-    #[arg(long, value_delimiter = ',')]
-    pub variants: Vec<Variant>,
-    /// Bytes per value (at least 8).
-    #[arg(long, default_value_t = CompareConfig::default().value_size)]
-    pub value_size: usize,
-    /// Directory for the charts and compare.json (created if missing).
-    #[arg(long, default_value = "tidemark-compare")]
-    pub out: PathBuf,
-    /// Percentage of records that delete a key written earlier.
-    #[arg(long, default_value_t = CompareConfig::default().delete_percent)]
-    pub delete_percent: u64,
-    /// Records per applied batch.
-    #[arg(long, default_value_t = CompareConfig::default().batch)]
-    pub batch: u64,
-    /// Lookups per second checked while writing (0: none; every key is still checked at the end).
-    #[arg(long, default_value_t = CompareConfig::default().lookup_rate)]
-    pub lookup_rate: u64,
-    /// The scheduler reclaims a bucket at most once per this interval.
-    #[arg(long, default_value = "1s", value_parser = config::parse_duration)]
-    pub reclaim_interval: Duration,
-    /// Make every apply durable (fsync) before it returns. Off by default: the host's WAL makes
-    /// local state replayable, and fsync latency would hide what reclamation costs.
-    #[arg(long)]
-    pub sync_writes: bool,
-    /// Index rows per sweep transaction of sled and redb (default: the engine's).
-    #[arg(long)]
-    pub sweep_chunk_rows: Option<usize>,
-    /// Seed of the stream, the lake's lag and the reader.
-    #[arg(long, default_value_t = CompareConfig::default().seed)]
-    pub seed: u64,
-    /// Keep the stores in this directory (default: a temporary one, removed run by run).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-}
-
-impl CompareArgs {
-    /// The workload and the selection these arguments describe, checked.
-    pub fn config(&self) -> Result<(CompareConfig, Selection)> {
-        let (lag_min, lag_max) = config::lag_range(self.lag);
-        if self.lag == 0 {
-            return Err(Error::invalid(
-                "--lag must be at least 1: a lake at the local end is what never happens while \
-                 writes continue",
-            ));
-        }
-        let defaults = CompareConfig::default();
-        let config = CompareConfig {
-            rate: self.rate,
-            batch: self.batch,
-            keys: self.keys,
-            delete_percent: self.delete_percent,
-            value_size: self.value_size,
-            lag_min,
-            lag_max,
-            lookup_rate: self.lookup_rate,
-            seed: self.seed,
-            sync_writes: self.sync_writes,
-            sweep_chunk_rows: self.sweep_chunk_rows,
-            scheduler: defaults
-                .scheduler
-                .clone()
-                .with_min_interval(self.reclaim_interval),
-            ..defaults
-        }
-        .with_duration(self.duration);
-        config.validate()?;
-        let selection = Selection::new(self.backends.clone(), self.variants.clone())?;
-        Ok((config, selection))
-    }
-}
 
 /// Where a comparison's files went.
 #[derive(Debug, Clone)]
@@ -158,7 +46,7 @@ pub fn compare(
         for &(b, v) in &plan {
             let run = run_dir(dir, b, v);
             if std::fs::read_dir(&run).is_ok_and(|mut entries| entries.next().is_some()) {
-                return Err(Error::invalid(format!(
+                return Err(Error::Config(format!(
                     "{} is not empty (a store of an earlier comparison?): give --dir an empty or \
                      new directory",
                     run.display()
@@ -167,20 +55,18 @@ pub fn compare(
         }
     }
     // Created first, so an unwritable output directory fails before a minute of runs.
-    std::fs::create_dir_all(out).map_err(|e| {
-        Error::invalid(format!(
-            "cannot create the output directory {}: {e}",
-            out.display()
-        ))
-    })?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| Error::io("cannot create the output directory", out, e))?;
     let temp = match stores {
         Some(_) => None,
-        None => Some(tempfile::tempdir()?),
+        None => Some(
+            tempfile::tempdir().map_err(|e| Error::io("cannot create", std::env::temp_dir(), e))?,
+        ),
     };
     let root = match (&temp, stores) {
         (Some(t), _) => t.path().to_path_buf(),
         (None, Some(dir)) => dir.to_path_buf(),
-        (None, None) => return Err(Error::Internal("no directory for the stores".into())),
+        (None, None) => return Err(Error::Harness("no directory for the stores".into())),
     };
     let backends = selection
         .backends
@@ -260,8 +146,9 @@ pub fn compare(
         p99_chart: out.join("write-p99.svg"),
     };
     let json = serde_json::to_string_pretty(&report)
-        .map_err(|e| Error::Internal(format!("cannot render the JSON report: {e}")))?;
-    std::fs::write(&outputs.json, json + "\n")?;
+        .map_err(|e| Error::Harness(format!("cannot render the JSON report: {e}")))?;
+    std::fs::write(&outputs.json, json + "\n")
+        .map_err(|e| Error::io("cannot write", &outputs.json, e))?;
     chart::bytes_on_disk(&report, &outputs.bytes_chart)?;
     chart::write_p99(&report, &outputs.p99_chart)?;
     Ok((report, outputs))
@@ -293,6 +180,8 @@ pub fn render(report: &CompareReport, outputs: &Outputs) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -393,37 +282,5 @@ mod tests {
             !out.exists(),
             "nothing is written before the runs can start"
         );
-    }
-
-    #[test]
-    fn arguments_that_cannot_run_are_refused_before_anything_is_created() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: CompareArgs,
-        }
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
-                .unwrap()
-                .args
-                .config()
-        };
-        let (config, selection) =
-            parse(&["--duration", "2s", "--rate", "100", "--lag", "40"]).unwrap();
-        assert_eq!(
-            (config.records(), config.lag_min, config.lag_max),
-            (200, 20, 60)
-        );
-        assert_eq!(selection.variants, Variant::ALL.to_vec());
-        for (args, named) in [
-            (&["--lag", "0"][..], "--lag"),
-            (&["--value-size", "4"][..], "--value-size"),
-            (&["--rate", "0"][..], "--rate"),
-            (&["--variants", "tidemark,tidemark"][..], "named twice"),
-        ] {
-            let err = parse(args).unwrap_err().to_string();
-            assert!(err.contains(named), "{args:?}: {err}");
-        }
     }
 }

@@ -643,9 +643,9 @@ pub fn render(report: &CompareReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::histogram::Histogram;
-    use crate::compare::latency::Recorder;
-    use crate::compare::run::StateSample;
+    use crate::histogram::Histogram;
+    use crate::latency::Recorder;
+    use crate::run::StateSample;
     use tidemark::{Backend, BucketStats};
 
     /// A run whose store had `bytes` on disk in successive samples (500 when empty), whose

@@ -9,10 +9,10 @@
 
 use std::path::Path;
 
+use crate::{Error, Result};
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
-use tidemark::{Error, Result};
 
 use super::config::Variant;
 use super::latency::WindowP99;
@@ -169,7 +169,7 @@ pub fn write_p99(report: &CompareReport, path: &Path) -> Result<()> {
 }
 
 fn chart_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Internal(format!("cannot draw {}: {e}", path.display()))
+    Error::Harness(format!("cannot draw {}: {e}", path.display()))
 }
 
 /// Draws `panels` in a grid of `columns`, every panel over the same time axis.

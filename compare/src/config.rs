@@ -6,7 +6,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Serialize;
-use tidemark::{Backend, Error, MAX_VALUE_LEN, Result, SchedulerConfig};
+use tidemark::{Backend, MAX_VALUE_LEN, SchedulerConfig};
+
+use crate::{Error, Result};
 
 /// How a run keeps its local state in check: Tidemark, Tidemark with its reclaims switched off
 /// (the control that shows what reclaiming itself costs), or one of the two designs it replaces.
@@ -182,7 +184,7 @@ impl CompareConfig {
 
     /// Refuses a workload that cannot run as described, saying which setting and why.
     pub fn validate(&self) -> Result<()> {
-        let fail = |msg: String| Err(Error::invalid(msg));
+        let fail = |msg: String| Err(Error::Config(msg));
         if self.duration.is_zero() {
             return fail("--duration must be above zero".into());
         }
@@ -273,7 +275,7 @@ impl Selection {
                 )));
             }
             if backends[..i].contains(b) {
-                return Err(Error::invalid(format!("backend {b} is named twice")));
+                return Err(Error::Config(format!("backend {b} is named twice")));
             }
         }
         if backends.is_empty() {
@@ -288,7 +290,7 @@ impl Selection {
         };
         for (i, v) in variants.iter().enumerate() {
             if variants[..i].contains(v) {
-                return Err(Error::invalid(format!("variant {v} is named twice")));
+                return Err(Error::Config(format!("variant {v} is named twice")));
             }
         }
         Ok(Selection { backends, variants })

@@ -1,10 +1,90 @@
-//! The record stream every run writes: a pure function of the seed and the offset, so each
-//! backend and variant gets the same records, and a value names the offset that wrote it.
+//! Deterministic record streams: the record at each offset is a pure function of the stream's
+//! parameters and the offset, so every backend, variant and run gets the same records, and a
+//! checker can recompute any record instead of keeping it.
+//!
+//! - [`RecordStream`]: what every stream is, the record at an offset, and batches of them;
+//! - [`Cursor`]: hands a stream out batch by batch, from offset 0;
+//! - [`PutStream`]: puts only, key and value each a function of the offset (the benchmarks');
+//! - [`SeededStream`]: puts and deletes over a key space, drawn from a seed, each value naming
+//!   the offset that wrote it (`tidemark compare`'s).
 
-use std::collections::VecDeque;
+use engine_api::{Record, WriteBatch};
 
-use test_support::rng::SplitMix64;
-use tidemark::{Record, WriteBatch};
+use crate::history::Answer;
+use crate::rng::SplitMix64;
+
+/// A deterministic stream of WAL records: one record per offset, the same every time.
+pub trait RecordStream {
+    /// The record at `offset`.
+    fn record(&self, offset: u64) -> Record;
+
+    /// The records at `from..to`, as one batch.
+    fn batch(&self, from: u64, to: u64) -> WriteBatch {
+        (from..to).map(|o| self.record(o)).collect()
+    }
+}
+
+/// Hands a [`RecordStream`] out in consecutive batches, from offset 0.
+#[derive(Debug, Clone)]
+pub struct Cursor<S> {
+    stream: S,
+    next: u64,
+}
+
+impl<S: RecordStream> Cursor<S> {
+    /// A cursor at offset 0 of `stream`.
+    pub fn new(stream: S) -> Self {
+        Cursor { stream, next: 0 }
+    }
+
+    /// The stream handed out.
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
+    /// The offset of the next record.
+    pub fn next_offset(&self) -> u64 {
+        self.next
+    }
+
+    /// The next `len` records as one batch.
+    pub fn next_batch(&mut self, len: u64) -> WriteBatch {
+        let first = self.next;
+        self.next += len;
+        self.stream.batch(first, self.next)
+    }
+
+    /// The next `records` records in batches of at most `batch` (at least 1).
+    pub fn next_batches(&mut self, records: u64, batch: u64) -> Vec<WriteBatch> {
+        let end = self.next + records;
+        let mut batches = Vec::new();
+        while self.next < end {
+            let len = (end - self.next).min(batch.max(1));
+            batches.push(self.next_batch(len));
+        }
+        batches
+    }
+}
+
+/// Puts only: the record at offset `o` puts `value(o)` under `key(o)`.
+#[derive(Debug, Clone, Copy)]
+pub struct PutStream {
+    key: fn(u64) -> Vec<u8>,
+    value: fn(u64) -> Vec<u8>,
+}
+
+impl PutStream {
+    /// The stream that puts `value(o)` under `key(o)` at every offset `o`.
+    pub fn new(key: fn(u64) -> Vec<u8>, value: fn(u64) -> Vec<u8>) -> Self {
+        PutStream { key, value }
+    }
+}
+
+impl RecordStream for PutStream {
+    fn record(&self, offset: u64) -> Record {
+        Record::put((self.key)(offset), (self.value)(offset), offset)
+    }
+}
 
 /// Offsets spread over the generator's seeds (the golden-ratio increment of SplitMix64).
 const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -15,17 +95,17 @@ const PAYLOAD_SALT: u64 = 0x5eed_da7a;
 /// space, or (with `delete_percent` chance, never at offset 0) deletes the key some earlier
 /// offset put.
 #[derive(Debug, Clone)]
-pub struct Stream {
+pub struct SeededStream {
     seed: u64,
     keys: u64,
     delete_percent: u64,
     value_size: usize,
 }
 
-impl Stream {
+impl SeededStream {
     /// The stream of `seed` over `keys` keys.
     pub fn new(seed: u64, keys: u64, delete_percent: u64, value_size: usize) -> Self {
-        Stream {
+        SeededStream {
             seed,
             keys: keys.max(1),
             delete_percent,
@@ -78,6 +158,12 @@ impl Stream {
         self.shape(offset).1
     }
 
+    /// The key index the record at `offset` writes, and whether it puts (`false`: a delete).
+    pub fn write(&self, offset: u64) -> (u64, bool) {
+        let (key, delete) = self.shape(offset);
+        (key, !delete)
+    }
+
     /// The bytes of key `index` (fixed width, so every key has the same size).
     pub fn key(index: u64) -> Vec<u8> {
         format!("key-{index:012}").into_bytes()
@@ -107,19 +193,26 @@ impl Stream {
         Some(u64::from_be_bytes(head))
     }
 
-    /// The record at `offset`.
-    pub fn record(&self, offset: u64) -> Record {
-        let (key, delete) = self.shape(offset);
-        if delete {
-            Record::delete(Self::key(key), offset)
-        } else {
-            Record::put(Self::key(key), self.payload(offset), offset)
+    /// What a lookup's `answer` claims was written, for [`WalHistory::allows`]: absent, or the
+    /// put at the offset a value names (its bytes unchecked: see [`is_exact`](Self::is_exact)).
+    ///
+    /// [`WalHistory::allows`]: crate::history::WalHistory::allows
+    pub fn claimed(answer: Option<&[u8]>) -> Answer {
+        match answer {
+            None => Answer::Absent,
+            Some(value) => Self::offset_of(value).map_or(Answer::Foreign, Answer::Put),
         }
     }
 
-    /// The records at `from..to`, as one batch.
-    pub fn batch(&self, from: u64, to: u64) -> WriteBatch {
-        (from..to).map(|o| self.record(o)).collect()
+    /// Whether `answer` is exactly what it claims: absent, or the bytes of the put at the offset
+    /// it names. Ask only once that offset is known to be a put of the key (a history allowed
+    /// it): a delete's key is found by walking back from its offset.
+    pub fn is_exact(&self, answer: Option<&[u8]>) -> bool {
+        match answer {
+            None => true,
+            Some(value) => Self::offset_of(value)
+                .is_some_and(|o| self.state_after(o).as_deref() == Some(value)),
+        }
     }
 
     /// What the key's state is right after the record at `offset`: its value, or `None` for a
@@ -129,57 +222,14 @@ impl Stream {
     }
 }
 
-/// Bytes stored by the records of the window the lake has not absorbed (key plus encoded value,
-/// as the engines store them): running sums from the lake's end on, so the bytes of any range in
-/// it are one subtraction and what the lake has absorbed is forgotten.
-#[derive(Debug, Clone)]
-pub struct WindowBytes {
-    /// The offset of `sums[0]`.
-    base: u64,
-    /// `sums[i]` = bytes of the records below `base + i`, since offset 0.
-    sums: VecDeque<u64>,
-}
-
-impl Default for WindowBytes {
-    fn default() -> Self {
-        WindowBytes {
-            base: 0,
-            sums: VecDeque::from([0]),
+impl RecordStream for SeededStream {
+    fn record(&self, offset: u64) -> Record {
+        let (key, delete) = self.shape(offset);
+        if delete {
+            Record::delete(Self::key(key), offset)
+        } else {
+            Record::put(Self::key(key), self.payload(offset), offset)
         }
-    }
-}
-
-impl WindowBytes {
-    /// Adds the records that follow the last one added (a batch, in offset order).
-    pub fn push(&mut self, records: &[Record]) {
-        let mut total = self.sums.back().copied().unwrap_or(0);
-        for record in records {
-            total = total.saturating_add(record.stored_len());
-            self.sums.push_back(total);
-        }
-    }
-
-    /// Bytes of the records at `from..to`, clamped to the offsets held.
-    pub fn window(&self, from: u64, to: u64) -> u64 {
-        let at = |o: u64| {
-            let i = usize::try_from(o.saturating_sub(self.base)).unwrap_or(usize::MAX);
-            self.sums.get(i).or(self.sums.back()).copied().unwrap_or(0)
-        };
-        at(to).saturating_sub(at(from))
-    }
-
-    /// Forgets the records below `offset` (the lake holds them; the window never reaches back).
-    pub fn forget_below(&mut self, offset: u64) {
-        while self.base < offset && self.sums.len() > 1 {
-            self.sums.pop_front();
-            self.base += 1;
-        }
-    }
-
-    /// Offsets held.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.sums.len() - 1
     }
 }
 
@@ -189,9 +239,9 @@ mod tests {
 
     #[test]
     fn the_stream_is_a_function_of_seed_and_offset() {
-        let a = Stream::new(7, 1_000, 20, 32);
-        let b = Stream::new(7, 1_000, 20, 32);
-        let c = Stream::new(8, 1_000, 20, 32);
+        let a = SeededStream::new(7, 1_000, 20, 32);
+        let b = SeededStream::new(7, 1_000, 20, 32);
+        let c = SeededStream::new(8, 1_000, 20, 32);
         let records: Vec<Record> = (0..500).map(|o| a.record(o)).collect();
         assert_eq!(records, (0..500).map(|o| b.record(o)).collect::<Vec<_>>());
         assert_ne!(records, (0..500).map(|o| c.record(o)).collect::<Vec<_>>());
@@ -205,18 +255,18 @@ mod tests {
     fn values_name_their_offset_and_deletes_target_written_keys() {
         // Half the records delete: many deletes draw an earlier delete's offset and must walk
         // back to a put.
-        let s = Stream::new(1, 1_000_000, 50, 40);
+        let s = SeededStream::new(1, 1_000_000, 50, 40);
         let mut deletes = 0;
         for offset in 1..300u64 {
             match s.record(offset) {
                 Record::Put { value, .. } => {
                     assert_eq!(value.len(), 40);
-                    assert_eq!(Stream::offset_of(&value), Some(offset));
+                    assert_eq!(SeededStream::offset_of(&value), Some(offset));
                 }
                 Record::Delete { key, .. } => {
                     deletes += 1;
                     let target = s.key_index(offset);
-                    assert_eq!(key, Stream::key(target));
+                    assert_eq!(key, SeededStream::key(target));
                     // With a million keys, only an earlier put makes this key exist.
                     assert!(
                         (0..offset).any(|o| !s.is_delete(o) && s.key_index(o) == target),
@@ -229,35 +279,28 @@ mod tests {
     }
 
     #[test]
-    fn window_bytes_are_the_records_stored_lengths_and_forget_what_the_lake_holds() {
-        let s = Stream::new(3, 100, 10, 16);
-        let mut bytes = WindowBytes::default();
-        for from in (0..50).step_by(10) {
-            bytes.push(s.batch(from, from + 10).records());
-        }
-        let direct = |from: u64, to: u64| (from..to).map(|o| s.record(o).stored_len()).sum::<u64>();
-        assert_eq!(bytes.window(10, 30), direct(10, 30));
-        assert_eq!(bytes.window(30, 10), 0);
+    fn a_cursor_hands_out_consecutive_batches_of_its_stream() {
+        let puts = PutStream::new(|o| vec![o as u8], |o| vec![o as u8; 2]);
+        let mut cursor = Cursor::new(puts);
+        let first = cursor.next_batch(3);
+        assert_eq!(first.records(), puts.batch(0, 3).records());
+        let rest = cursor.next_batches(2_500, 1_000);
+        let lens: Vec<usize> = rest.iter().map(|b| b.records().len()).collect();
+        assert_eq!(lens, [1_000, 1_000, 500]);
+        assert_eq!(rest[2].records(), puts.batch(2_003, 2_503).records());
+        assert_eq!(cursor.next_offset(), 2_503);
         assert_eq!(
-            bytes.window(0, 50),
-            bytes.window(0, 500),
-            "clamped to the end held"
+            puts.record(7),
+            Record::put(vec![7u8], vec![7u8, 7], 7),
+            "puts only"
         );
-        bytes.forget_below(20);
-        assert_eq!(bytes.len(), 30);
-        assert_eq!(bytes.window(25, 50), direct(25, 50));
-        bytes.push(s.batch(50, 60).records());
-        assert_eq!(bytes.window(20, 60), direct(20, 60));
-        bytes.forget_below(1_000);
-        assert_eq!(bytes.len(), 0, "never past the end");
-        assert_eq!(bytes.window(60, 60), 0);
     }
 
     #[test]
     fn key_bytes_name_their_index() {
-        assert_eq!(Stream::key_index_of(&Stream::key(42)), Some(42));
+        assert_eq!(SeededStream::key_index_of(&SeededStream::key(42)), Some(42));
         assert_eq!(
-            Stream::key_index_of(&Stream::key(999_999_999_999)),
+            SeededStream::key_index_of(&SeededStream::key(999_999_999_999)),
             Some(999_999_999_999)
         );
         for other in [
@@ -266,7 +309,7 @@ mod tests {
             b"key-00000000004x",
             b"",
         ] {
-            assert_eq!(Stream::key_index_of(other), None, "{other:?}");
+            assert_eq!(SeededStream::key_index_of(other), None, "{other:?}");
         }
     }
 }
