@@ -8,6 +8,7 @@
 //! scheduler*).
 
 pub mod bucket;
+mod error;
 pub mod lake;
 pub mod scheduler;
 
@@ -15,6 +16,7 @@ pub mod scheduler;
 /// re-exported so a host implements the trait without depending on the `async-trait` crate.
 pub use async_trait::async_trait;
 pub use bucket::{BucketStats, HistoricalBucket, LakeTimeouts, Progress};
+pub use error::{Error, Result};
 pub use lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 pub use scheduler::{
     BucketId, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,

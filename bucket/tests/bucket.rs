@@ -8,11 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, MemoryEngine, Record, WriteBatch};
+use engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine, Record, WriteBatch};
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{
-    BucketId, HistoricalBucket, LakeSnapshot, LakeTimeouts, MemoryLake, Progress, ReclaimScheduler,
-    SchedulerConfig,
+    BucketId, Error, HistoricalBucket, LakeSnapshot, LakeTimeouts, MemoryLake, Progress,
+    ReclaimScheduler, SchedulerConfig,
 };
 
 fn batch(records: impl IntoIterator<Item = Record>) -> WriteBatch {
@@ -284,7 +284,7 @@ async fn invalid_keys_are_rejected_before_the_lake_is_asked() {
     bucket.recover(LakeSnapshot::default()).await.unwrap();
     assert!(matches!(
         bucket.lookup(b"").await,
-        Err(Error::InvalidInput(_))
+        Err(Error::Engine(engine_api::Error::InvalidInput(_)))
     ));
     assert_eq!(lake.counters().lookups, 0);
 }

@@ -18,7 +18,9 @@ use engine_api::{
     forward_engine,
 };
 use tidemark_bucket::scheduler::Requested;
-use tidemark_bucket::{BucketId, ReclaimPolicy, ReclaimScheduler, SchedulerConfig};
+use tidemark_bucket::{
+    BucketId, Error as BucketError, ReclaimPolicy, ReclaimScheduler, SchedulerConfig,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -452,10 +454,16 @@ async fn shutdown_waits_for_running_reclaims_and_refuses_new_requests() {
         "shutdown returned while a reclaim was running"
     );
     assert!(sched.is_shut_down());
-    assert!(matches!(sched.request(A), Err(Error::Closed)));
-    assert!(matches!(sched.request(BucketId(2)), Err(Error::Closed)));
+    assert!(matches!(sched.request(A), Err(BucketError::Closed)));
+    assert!(matches!(
+        sched.request(BucketId(2)),
+        Err(BucketError::Closed)
+    ));
     let c = FakeEngine::new(&probe);
-    assert!(matches!(sched.register(BucketId(3), c), Err(Error::Closed)));
+    assert!(matches!(
+        sched.register(BucketId(3), c),
+        Err(BucketError::Closed)
+    ));
 
     probe.gate.open();
     shutdown.await.unwrap();
@@ -480,13 +488,16 @@ async fn unregister_releases_the_engine_and_unknown_buckets_are_rejected() {
     sched.register(A, engine.clone()).unwrap();
     assert!(matches!(
         sched.register(A, engine.clone()),
-        Err(Error::InvalidInput(_))
+        Err(BucketError::InvalidInput(_))
     ));
     sched.request(A).unwrap();
     settle().await;
     assert!(sched.unregister(A).await);
     assert_eq!(Arc::strong_count(&engine), 1);
-    assert!(matches!(sched.request(A), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        sched.request(A),
+        Err(BucketError::InvalidInput(_))
+    ));
     assert!(!sched.unregister(A).await);
     let stats = sched.stats();
     assert_eq!((stats.total.runs, stats.rejected), (1, 1));
@@ -497,7 +508,7 @@ async fn unregister_releases_the_engine_and_unknown_buckets_are_rejected() {
 fn new_outside_a_runtime_is_an_error() {
     assert!(matches!(
         ReclaimScheduler::new(SchedulerConfig::default()),
-        Err(Error::Unsupported(_))
+        Err(BucketError::Unsupported(_))
     ));
 }
 
@@ -516,7 +527,10 @@ async fn forget_frees_the_id_at_once_and_the_worker_lets_go_after_its_reclaim() 
     assert!(sched.forget(A));
     assert!(!sched.forget(A));
     assert!(sched.bucket_stats(A).is_none());
-    assert!(matches!(sched.request(A), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        sched.request(A),
+        Err(BucketError::InvalidInput(_))
+    ));
     let successor = FakeEngine::filled(&probe, 10, 5);
     sched.register(A, successor.clone()).unwrap();
     assert!(

@@ -24,9 +24,12 @@ pub enum Error {
         /// The failure.
         source: std::io::Error,
     },
-    /// An engine, bucket or lake call of a run failed.
+    /// An engine call of a run failed.
     #[error(transparent)]
     Engine(#[from] tidemark::Error),
+    /// A bucket of the run failed (its engine, its lake, or the scheduler).
+    #[error(transparent)]
+    Bucket(#[from] tidemark::BucketError),
     /// The harness failed: its model cannot answer what a check asks, a task did not complete,
     /// a chart or the JSON report could not be rendered.
     #[error("internal error: {0}")]

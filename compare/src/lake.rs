@@ -178,10 +178,10 @@ fn model_error(e: HistoryError) -> Error {
 
 #[async_trait]
 impl LakeLookuper for StreamLake {
-    async fn refresh(&self, snapshot: LakeSnapshot) -> tidemark::Result<()> {
+    async fn refresh(&self, snapshot: LakeSnapshot) -> tidemark::BucketResult<()> {
         let mut state = self.state();
         if !state.live(snapshot) {
-            return Err(tidemark::Error::lake(format!(
+            return Err(tidemark::BucketError::lake(format!(
                 "lake snapshot {} (end {}) is not one the lake keeps",
                 snapshot.id, snapshot.end_offset
             )));
@@ -190,18 +190,18 @@ impl LakeLookuper for StreamLake {
         Ok(())
     }
 
-    async fn lookup(&self, key: &[u8]) -> tidemark::Result<Option<Vec<u8>>> {
+    async fn lookup(&self, key: &[u8]) -> tidemark::BucketResult<Option<Vec<u8>>> {
         let mut values = self.lookup_many(&[key.to_vec()]).await?;
         values
             .pop()
-            .ok_or_else(|| tidemark::Error::Internal("the lake answered no key".into()))
+            .ok_or_else(|| tidemark::BucketError::Internal("the lake answered no key".into()))
     }
 
-    async fn lookup_many(&self, keys: &[Vec<u8>]) -> tidemark::Result<Vec<Option<Vec<u8>>>> {
+    async fn lookup_many(&self, keys: &[Vec<u8>]) -> tidemark::BucketResult<Vec<Option<Vec<u8>>>> {
         let state = self.state();
         let served = state.served;
         if !state.live(served) {
-            return Err(tidemark::Error::lake(format!(
+            return Err(tidemark::BucketError::lake(format!(
                 "lake snapshot {} has expired: refresh to a newer snapshot",
                 served.id
             )));
@@ -215,7 +215,7 @@ impl LakeLookuper for StreamLake {
                     .history
                     .state_at(index, served.end_offset)
                     .map(|s| s.put.map(|offset| self.stream.payload(offset)))
-                    .map_err(|e| tidemark::Error::Internal(e.to_string())),
+                    .map_err(|e| tidemark::BucketError::Internal(e.to_string())),
                 None => Ok(None),
             })
             .collect()

@@ -36,7 +36,7 @@ pub enum Error {
         #[source]
         source: BoxedSource,
     },
-    /// The engine (or scheduler) has been closed or shut down.
+    /// The engine has been closed.
     #[error("engine is closed")]
     Closed,
     /// A lock was poisoned: a thread panicked while holding it, so the state it guards may be
@@ -162,15 +162,6 @@ pub enum Error {
     /// The operation is not supported by this engine (for example reopening a memory engine).
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// The lake lookuper failed.
-    #[error("lake error: {message}")]
-    Lake {
-        /// What failed.
-        message: String,
-        /// The lake client's own error, when there is one.
-        #[source]
-        source: Option<BoxedSource>,
-    },
     /// A bug inside Tidemark, for example a blocking task that panicked. Nothing the caller did
     /// wrong; the operation did not complete.
     #[error("internal error: {0}")]
@@ -191,22 +182,6 @@ impl Error {
         Error::Corrupt {
             key: key.to_vec(),
             reason: reason.into(),
-        }
-    }
-
-    /// Builds an [`Error::Lake`] without a source error.
-    pub fn lake(message: impl Into<String>) -> Self {
-        Error::Lake {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// Builds an [`Error::Lake`] that keeps the lake client's error as its source.
-    pub fn lake_source(message: impl Into<String>, source: impl Into<BoxedSource>) -> Self {
-        Error::Lake {
-            message: message.into(),
-            source: Some(source.into()),
         }
     }
 

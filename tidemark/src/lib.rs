@@ -52,7 +52,7 @@
 //! re-exported here, without depending on the `async-trait` crate itself:
 //!
 //! ```
-//! use tidemark::{LakeLookuper, LakeSnapshot, Result, async_trait};
+//! use tidemark::{BucketResult as Result, LakeLookuper, LakeSnapshot, async_trait};
 //!
 //! /// A lake that has nothing in it, at every snapshot.
 //! struct EmptyLake;
@@ -119,6 +119,9 @@ pub use tidemark_bucket::{
     Progress, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig, SchedulerStats,
     async_trait,
 };
+/// What the bucket layer fails with: an engine error passed through, the lake, a shut-down
+/// scheduler ([`BucketError`] converts from [`Error`], so `?` works in code that calls both).
+pub use tidemark_bucket::{Error as BucketError, Result as BucketResult};
 
 /// The bucket layer: lake lookuper, bucket and reclaim scheduler.
 pub use tidemark_bucket as bucket;

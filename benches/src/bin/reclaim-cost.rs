@@ -29,7 +29,10 @@ use clap::Parser;
 use test_support::observe::{Observed, ReclaimLog};
 use test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, MemoryLake, ReclaimScheduler, SchedulerConfig};
-use tidemark::{Backend, EngineHandle, EngineOptions, Result, WriteBatch};
+use tidemark::{Backend, EngineHandle, EngineOptions, WriteBatch};
+
+/// A run fails with an engine, bucket or I/O error, each printed as it is.
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -148,7 +151,7 @@ fn drain(backend: Backend, keys: u64, rt: &tokio::runtime::Runtime) -> Result<()
         }
         let stats = sched.bucket_stats(id);
         sched.shutdown().await;
-        Ok::<_, tidemark::Error>(stats)
+        Ok::<_, tidemark::BucketError>(stats)
     })?;
     let total = log.total_time();
     let counters = timed.stats()?.counters;
@@ -208,7 +211,7 @@ fn read_path(backend: Backend, lookups: u64, rt: &tokio::runtime::Runtime) -> Re
         for group in &groups {
             std::hint::black_box(bucket.lookup_many(group).await?);
         }
-        Ok::<_, tidemark::Error>((bucket_time, single_time, started.elapsed()))
+        Ok::<_, tidemark::BucketError>((bucket_time, single_time, started.elapsed()))
     })?;
     println!(
         "  {:<8} local hits: bucket lookup / engine lookup throughput {:.2}; lookup_many(100) / \
@@ -234,7 +237,7 @@ fn storm(backend: Backend, rt: &tokio::runtime::Runtime) -> Result<()> {
         // Snapshots are committed before the timed region; only the notifications are timed.
         let moving: Vec<_> = (1..=NOTIFICATIONS)
             .map(|end| lake.commit(end))
-            .collect::<Result<_>>()?;
+            .collect::<tidemark::BucketResult<_>>()?;
         let started = Instant::now();
         for s in &moving {
             bucket.on_lake_progress(*s).await?;
@@ -243,12 +246,12 @@ fn storm(backend: Backend, rt: &tokio::runtime::Runtime) -> Result<()> {
         // The same number of new snapshots at an unchanged end: a refresh each, no W write.
         let still: Vec<_> = (0..NOTIFICATIONS)
             .map(|_| lake.compact())
-            .collect::<Result<_>>()?;
+            .collect::<tidemark::BucketResult<_>>()?;
         let started = Instant::now();
         for s in &still {
             bucket.on_lake_progress(*s).await?;
         }
-        Ok::<_, tidemark::Error>((moving_time, started.elapsed()))
+        Ok::<_, tidemark::BucketError>((moving_time, started.elapsed()))
     })?;
     println!(
         "  {:<8} {NOTIFICATIONS} notifications: moving W {:.1} µs each, not moving W {:.1} µs \

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::HistoricalBucket;
 use super::stats::bump;
-use engine_api::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How long a [`HistoricalBucket`] waits for each lake lookuper call before giving up with
 /// [`Error::Lake`]. `Default` gives the documented defaults; `Duration::MAX` waits forever.

@@ -15,11 +15,11 @@ mod stats;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::error::{Error, Result};
 use crate::lake::{LakeLookuper, LakeSnapshot};
 use crate::scheduler::{BucketId, ReclaimScheduler};
 use engine_api::batch::WriteBatch;
 use engine_api::engine::Engine;
-use engine_api::error::{Error, Result};
 use engine_api::handle::EngineHandle;
 use engine_api::outcome::ApplyOutcome;
 use engine_api::sync;
@@ -77,7 +77,7 @@ struct Reclaim {
 /// assert_eq!(bucket.lookup(b"gone").await?, None); // tombstone reclaimed: the lake says deleted
 /// assert_eq!(bucket.lookup(b"new").await?, Some(b"n".to_vec())); // still local
 /// assert_eq!(bucket.stats().lake_fallbacks, 2);
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_bucket::Error>(())
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -224,17 +224,18 @@ impl HistoricalBucket {
     async fn blocking<T, F>(&self, call: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&EngineHandle) -> Result<T> + Send + 'static,
+        F: FnOnce(&EngineHandle) -> engine_api::Result<T> + Send + 'static,
     {
         let engine = self.engine.clone();
-        tokio::task::spawn_blocking(move || call(&engine))
+        let result = tokio::task::spawn_blocking(move || call(&engine))
             .await
             .map_err(|e| {
                 Error::Internal(format!(
                     "a blocking {} engine call did not complete: {e}",
                     self.engine.backend_name()
                 ))
-            })?
+            })?;
+        Ok(result?)
     }
 }
 

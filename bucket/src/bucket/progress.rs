@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use super::HistoricalBucket;
 use super::lake_call::LakeCall;
 use super::stats::bump;
+use crate::error::{Error, Result};
 use crate::lake::LakeSnapshot;
 use crate::scheduler::Requested;
 use engine_api::engine::Engine;
-use engine_api::error::{Error, Result};
 use engine_api::outcome::WatermarkUpdate;
 use engine_api::sync;
 use engine_api::watermark::plan_adopt;
@@ -52,10 +52,10 @@ impl HistoricalBucket {
     ///
     /// A failed refresh, or one that does not complete within
     /// [`LakeTimeouts::refresh`](super::LakeTimeouts::refresh), returns its
-    /// [`Error::Lake`](engine_api::Error::Lake) and publishes nothing: `W` and the served
+    /// [`Error::Lake`](crate::Error::Lake) and publishes nothing: `W` and the served
     /// snapshot stay as they were (counted `refresh_failures`). A newer snapshot id that ends
     /// before the served snapshot breaks the lake's commit order and is refused with
-    /// [`Error::Lake`](engine_api::Error::Lake), changing nothing; one that disagrees so with a
+    /// [`Error::Lake`](crate::Error::Lake), changing nothing; one that disagrees so with a
     /// snapshot offered or being processed is processed by its own caller only.
     ///
     /// Notifications that arrive while another is processed coalesce: the next one to run

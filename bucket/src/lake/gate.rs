@@ -3,7 +3,7 @@
 
 use tokio::sync::watch;
 
-use engine_api::error::{Error, Result};
+use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, Default)]
 struct GateState {

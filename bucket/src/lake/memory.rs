@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::gate::Gate;
 use super::{LakeLookuper, LakeSnapshot};
+use crate::error::{Error, Result};
 use engine_api::batch::{Record, WriteBatch};
-use engine_api::error::{Error, Result};
 
 /// One committed snapshot: the latest value of every live key among the records below its end.
 #[derive(Debug, Default)]
@@ -144,7 +144,7 @@ struct AtomicLakeCounters {
 /// let first = lake.commit(1)?; // only offset 0
 /// lake.refresh(first).await?;
 /// assert_eq!(lake.lookup(b"k").await?, Some(b"v1".to_vec()));
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_bucket::Error>(())
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -7,7 +7,7 @@ mod memory;
 
 use async_trait::async_trait;
 
-use engine_api::error::Result;
+use crate::error::Result;
 
 pub use memory::MemoryLake;
 
@@ -46,7 +46,7 @@ impl LakeSnapshot {
 /// use std::collections::BTreeMap;
 /// use std::sync::Mutex;
 ///
-/// use engine_api::Result;
+/// use tidemark_bucket::{Error, Result};
 /// use tidemark_bucket::{LakeLookuper, LakeSnapshot, async_trait};
 ///
 /// /// A lake that never changes: one map, whatever the snapshot.
@@ -59,7 +59,7 @@ impl LakeSnapshot {
 ///     }
 ///
 ///     async fn lookup(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-///         let rows = self.0.lock().map_err(|_| engine_api::Error::lake("poisoned"))?;
+///         let rows = self.0.lock().map_err(|_| Error::lake("poisoned"))?;
 ///         Ok(rows.get(key).cloned())
 ///     }
 /// }

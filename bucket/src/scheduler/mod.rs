@@ -23,7 +23,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use engine_api::error::{Error, Result};
+use crate::error::{Error, Result};
 use engine_api::handle::EngineHandle;
 
 pub use config::SchedulerConfig;

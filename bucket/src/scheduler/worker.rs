@@ -11,8 +11,8 @@ use super::config::SchedulerConfig;
 use super::policy::Verdict;
 use super::slot::Slot;
 use super::stats::Event;
+use crate::error::Error;
 use engine_api::Engine;
-use engine_api::error::Error;
 
 /// Decrements the live-worker count when the worker ends, however it ends.
 pub(crate) struct AliveGuard(pub(crate) Arc<watch::Sender<usize>>);
@@ -186,7 +186,7 @@ async fn reclaim(
                 );
                 return Flow::Continue;
             }
-            Ok(Err(e)) => e,
+            Ok(Err(e)) => Error::Engine(e),
             Err(join) => Error::Internal(format!(
                 "the blocking reclaim task did not complete: {join}"
             )),

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::{Engine, Error, LocalLookup};
+use engine_api::{Engine, LocalLookup};
+use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
 use tidemark_bucket::{HistoricalBucket, LakeTimeouts, Progress};
 

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use engine_api::{Engine, Error};
+use engine_api::Engine;
+use tidemark_bucket::Error;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::Progress;
 use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot};

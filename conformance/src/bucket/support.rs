@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::{EngineOptions, Error, Record, WriteBatch};
+use engine_api::{EngineOptions, Record, WriteBatch};
 use tempfile::TempDir;
+use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
 use tidemark_bucket::{HistoricalBucket, Progress};
