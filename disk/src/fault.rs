@@ -97,6 +97,11 @@ pub struct Faults;
 
 #[cfg(not(any(test, feature = "testing")))]
 impl Faults {
+    /// The plan of a new engine: nothing armed.
+    pub fn new() -> Self {
+        Faults
+    }
+
     /// Always 0: nothing can be armed without the `testing` feature.
     #[inline(always)]
     pub fn armed(&self, point: FaultPoint) -> u64 {
@@ -120,6 +125,11 @@ impl Faults {
 
 #[cfg(any(test, feature = "testing"))]
 impl Faults {
+    /// The plan of a new engine: nothing armed.
+    pub fn new() -> Self {
+        Faults::default()
+    }
+
     /// Makes the next `n` calls at `point` fail with an I/O error (replacing any count armed
     /// before).
     pub fn fail_next(&self, point: FaultPoint, n: u64) {

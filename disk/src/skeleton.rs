@@ -219,7 +219,7 @@ impl<S: Storage> DiskEngine<S> {
             tag_bound: AtomicU64::new(restored.applied_end),
             failed: AtomicBool::new(false),
             counters: EngineCounters::default(),
-            faults: crate::fault::Faults::default(),
+            faults: crate::fault::Faults::new(),
         })
     }
 

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::gate::Gate;
+use super::faults::LakeFaults;
 use super::{LakeLookuper, LakeSnapshot};
 use crate::error::{Error, Result};
 use engine_api::batch::{Record, WriteBatch};
@@ -73,28 +72,6 @@ impl Table {
     }
 }
 
-/// Failure and latency injection of one lookuper handle.
-#[derive(Debug, Default)]
-struct Faults {
-    /// Refreshes still to fail; `u64::MAX` means every one.
-    fail_refreshes: AtomicU64,
-    fail_lookups: AtomicBool,
-    refresh_delay_nanos: AtomicU64,
-    lookup_delay_nanos: AtomicU64,
-}
-
-impl Faults {
-    fn take_refresh_failure(&self) -> bool {
-        self.fail_refreshes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
-                0 => None,
-                u64::MAX => Some(u64::MAX),
-                n => Some(n - 1),
-            })
-            .is_ok()
-    }
-}
-
 /// What a [`MemoryLake`] handle has done (successes and failures are counted apart).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LakeCounters {
@@ -153,8 +130,7 @@ pub struct MemoryLake {
     table: Arc<Table>,
     served: RwLock<Arc<Snapshot>>,
     refreshed: AtomicBool,
-    faults: Faults,
-    gate: Gate,
+    faults: LakeFaults,
     counters: AtomicLakeCounters,
 }
 
@@ -326,14 +302,7 @@ impl MemoryLake {
     }
 
     async fn try_refresh(&self, snapshot: LakeSnapshot) -> Result<()> {
-        self.gate.pass().await?;
-        sleep_for(&self.faults.refresh_delay_nanos).await;
-        if self.faults.take_refresh_failure() {
-            return Err(Error::lake(format!(
-                "injected refresh failure for snapshot {}",
-                snapshot.id
-            )));
-        }
+        self.faults.before_refresh(snapshot.id).await?;
         self.table.check_live(snapshot.id)?;
         let found = if snapshot.id == 0 {
             // The empty lake, before anything was committed.
@@ -360,49 +329,49 @@ impl MemoryLake {
 impl MemoryLake {
     /// Makes the next `n` refreshes fail (without changing what is served).
     pub fn fail_next_refreshes(&self, n: u64) {
-        self.faults.fail_refreshes.store(n, Ordering::SeqCst);
+        self.faults.fail_next_refreshes(n);
     }
 
     /// Makes every refresh fail (`true`) or none (`false`).
     pub fn fail_refreshes(&self, fail: bool) {
         let n = if fail { u64::MAX } else { 0 };
-        self.faults.fail_refreshes.store(n, Ordering::SeqCst);
+        self.faults.fail_next_refreshes(n);
     }
 
     /// Makes every lookup fail (`true`) or none (`false`).
     pub fn fail_lookups(&self, fail: bool) {
-        self.faults.fail_lookups.store(fail, Ordering::SeqCst);
+        self.faults.fail_lookups(fail);
     }
 
     /// Makes every refresh sleep this long (tokio time) before switching snapshots.
-    pub fn set_refresh_delay(&self, delay: Duration) {
-        store_duration(&self.faults.refresh_delay_nanos, delay);
+    pub fn set_refresh_delay(&self, delay: std::time::Duration) {
+        self.faults.set_refresh_delay(delay);
     }
 
     /// Makes every lookup sleep this long (tokio time) before reading the served snapshot.
-    pub fn set_lookup_delay(&self, delay: Duration) {
-        store_duration(&self.faults.lookup_delay_nanos, delay);
+    pub fn set_lookup_delay(&self, delay: std::time::Duration) {
+        self.faults.set_lookup_delay(delay);
     }
 
     /// Holds later refreshes open (before they switch snapshots) until
     /// [`MemoryLake::release_refreshes`].
     pub fn hold_refreshes(&self) {
-        self.gate.hold();
+        self.faults.gate().hold();
     }
 
     /// Lets held refreshes continue.
     pub fn release_refreshes(&self) {
-        self.gate.release();
+        self.faults.gate().release();
     }
 
     /// How many refreshes are held open right now.
     pub fn held_refreshes(&self) -> usize {
-        self.gate.waiting()
+        self.faults.gate().waiting()
     }
 
     /// Waits until at least `n` refreshes are held open.
     pub async fn wait_for_held_refreshes(&self, n: usize) -> Result<()> {
-        self.gate.parked(n).await
+        self.faults.gate().parked(n).await
     }
 }
 
@@ -429,13 +398,12 @@ impl LakeLookuper for MemoryLake {
     /// each key counts as one lookup.
     async fn lookup_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
         let n = u64::try_from(keys.len()).unwrap_or(u64::MAX);
-        if self.faults.fail_lookups.load(Ordering::SeqCst) {
+        if let Err(e) = self.faults.before_lookup().await {
             self.counters
                 .lookup_failures
                 .fetch_add(n, Ordering::Relaxed);
-            return Err(Error::lake("injected lookup failure"));
+            return Err(e);
         }
-        sleep_for(&self.faults.lookup_delay_nanos).await;
         let snapshot = self.served_snapshot();
         if let Err(e) = self.table.check_live(snapshot.meta.id) {
             self.counters
@@ -455,19 +423,6 @@ impl LakeLookuper for MemoryLake {
 fn wal_end(wal: &[Record]) -> u64 {
     // Offsets are at most `MAX_OFFSET` in validated batches; saturate for anything else.
     wal.last().map_or(0, |r| r.offset().saturating_add(1))
-}
-
-#[cfg(any(test, feature = "testing"))]
-fn store_duration(slot: &AtomicU64, delay: Duration) {
-    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-    slot.store(nanos, Ordering::SeqCst);
-}
-
-async fn sleep_for(slot: &AtomicU64) {
-    let nanos = slot.load(Ordering::SeqCst);
-    if nanos > 0 {
-        tokio::time::sleep(Duration::from_nanos(nanos)).await;
-    }
 }
 
 #[cfg(test)]

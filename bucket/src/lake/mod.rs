@@ -2,6 +2,8 @@
 //! falls back to on a local miss, and [`MemoryLake`], its in-memory reference implementation.
 
 #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+mod faults;
+#[cfg(any(test, feature = "testing"))]
 mod gate;
 mod memory;
 
