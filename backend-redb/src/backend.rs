@@ -48,5 +48,6 @@ impl disk::testing::TestedBackend for Redb {
         offset_index: true,
         read_only_files: true,
         window_multiple: REDB_WINDOW_MULTIPLE,
+        window_peak_multiple: REDB_WINDOW_MULTIPLE,
     };
 }

@@ -54,6 +54,7 @@ impl disk::testing::TestedBackend for RocksDb {
         offset_index: false,
         read_only_files: true,
         window_multiple: ROCKSDB_WINDOW_MULTIPLE,
+        window_peak_multiple: ROCKSDB_WINDOW_MULTIPLE,
     };
 
     /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table

@@ -3,13 +3,13 @@
 //! [`RocksDbEngine`] stores one bucket in one RocksDB database and reclaims covered entries with a
 //! general **tag-threshold compaction filter** ([`TagThresholdFilter`]): an entry is removed when
 //! `tag + distance <= supplier()`, the supplier being read once per compaction. The watermark is
-//! one supplier and a wall-clock TTL another ([`suppliers`]). `reclaim()` flushes and compacts the
+//! one supplier and a wall-clock TTL another ([`watermark_supplier`], [`ttl_filter_factory`]). `reclaim()` flushes and compacts the
 //! whole `data` column family down to the bottom level, so everything covered when it starts is
 //! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
 //! that ignores the retention distance ([`WatermarkThreshold::purge_below`]).
 //!
-//! The engine is the shared [`DiskEngine`](disk::DiskEngine) skeleton over
-//! [`RocksDbStorage`], which supplies only RocksDB's primitives.
+//! The engine is the shared [`DiskEngine`](disk::DiskEngine) skeleton over the RocksDB storage,
+//! which supplies only RocksDB's primitives.
 //!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
 //! one rate limiter and bounded background thread pools.

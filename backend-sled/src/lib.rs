@@ -30,9 +30,9 @@ mod scan;
 mod storage;
 mod sweep;
 
-#[cfg(feature = "testing")]
-pub use backend::SLED_WINDOW_MULTIPLE;
 pub use backend::Sled;
+#[cfg(feature = "testing")]
+pub use backend::{SLED_WINDOW_MULTIPLE, SLED_WINDOW_PEAK_MULTIPLE};
 pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
     SledContextOptions,

@@ -106,6 +106,14 @@ pub trait EngineFactory: Send + Sync + 'static {
         None
     }
 
+    /// The most bytes on disk above the empty store per byte of the window that the same case
+    /// allows after any reclaim over the last half of its stream (a backend whose size swings
+    /// from reclaim to reclaim states a higher peak than its end figure); by default
+    /// [`EngineFactory::window_multiple`].
+    fn window_peak_multiple(&self) -> Option<f64> {
+        self.window_multiple()
+    }
+
     /// Whether damage to the store file `file` (relative to the bucket directory) is always
     /// caught by the engine's own checksums when an entry in it is read, so that every lookup
     /// it fails must be [`engine_api::Error::Corrupt`] naming the key (RocksDB's table files).

@@ -2,8 +2,9 @@
 //! can open its buckets without knowing it: [`DiskBackend`] (its name, storage, reclaim cost,
 //! engine and open) and [`BackendContext`] (its per-process shared resources).
 //!
-//! Adding a backend is one crate implementing these two traits, one registry arm in the facade
-//! and one line in the conformance list.
+//! Adding a backend is one crate implementing these two traits (and, for the conformance suite,
+//! `testing::TestedBackend`), its variant, name and cargo feature in the facade's `Backend` with
+//! one registry arm, and a factory alias and a test file in the conformance crate.
 
 use std::fmt;
 use std::path::Path;

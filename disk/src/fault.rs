@@ -3,16 +3,17 @@
 //! or a reclaim fail on any disk backend and check what the engine, the bucket and the scheduler
 //! do about it (`DiskEngine::faults`).
 //!
-//! The plan is also where a test observes a reclaim: [`Faults::on_chunk_committed`] installs a
+//! The plan is also where a test observes a reclaim: `Faults::on_chunk_committed` installs a
 //! callback the shared sweeper runs after every committed chunk, outside any transaction, so a
-//! test can pause a reclaim between two chunks and show what writers do meanwhile.
+//! test can pause a reclaim between two chunks and show what writers do meanwhile (sweeping
+//! backends only: an LSM reclaims in one compaction and has no chunks).
 //!
-//! This file is the only place that knows whether faults exist. With the cargo feature `testing`
+//! The fault points cost nothing in production: with the cargo feature `testing`
 //! a plan holds counters that tests arm; without it [`Faults`] is an empty type whose
 //! [`Faults::check`] is always `Ok` and [`Faults::armed`] always 0, so the skeleton's fault points
 //! compile to nothing and production paths carry no test branches.
 //!
-//! A fault is an I/O error ([`Faults::fail_next`]) or a panic ([`Faults::panic_next`]). A panic
+//! A fault is an I/O error (`Faults::fail_next`) or a panic (`Faults::panic_next`). A panic
 //! strikes inside the skeleton's containment of the storage call, right where the storage would
 //! run, as an engine panicking on its damaged files does: the call must return an error, lock
 //! nothing up, and (a panic in a call that writes) fail the store until it is reopened.

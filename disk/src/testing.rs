@@ -61,10 +61,13 @@ pub struct Declared {
     pub offset_index: bool,
     /// A read-only open leaves every file byte for byte as it was.
     pub read_only_files: bool,
-    /// Bytes on disk above the empty store per byte of the uncovered window a store may hold
-    /// under a long stream with a trailing lake: a measurement with headroom, so a backend whose
-    /// space amplification grows fails the case.
+    /// Bytes on disk above the empty store per byte of the uncovered window a store may hold at
+    /// the end of a long stream with a trailing lake: a measurement with headroom, so a backend
+    /// whose space amplification grows fails the case.
     pub window_multiple: f64,
+    /// The same, after any reclaim over the last half of the stream: at least `window_multiple`,
+    /// higher for a backend whose size swings from reclaim to reclaim.
+    pub window_peak_multiple: f64,
 }
 
 /// A disk backend with its test hooks: the conformance suite's one generic factory runs every

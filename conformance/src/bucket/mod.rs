@@ -9,9 +9,9 @@
 //!
 //! ```text
 //! mod sled {
-//!     conformance::engine_cases!(conformance::factories::SledFactory);
+//!     conformance::engine_cases!(conformance::factories::SledFactory::new());
 //!     mod bucket {
-//!         conformance::bucket_cases!(conformance::factories::SledFactory);
+//!         conformance::bucket_cases!(conformance::factories::SledFactory::new());
 //!     }
 //! }
 //! ```

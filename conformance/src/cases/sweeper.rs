@@ -3,13 +3,17 @@
 //!
 //! [`Capabilities::offset_index`]: crate::Capabilities::offset_index
 
+use std::sync::{Arc, Mutex};
+
+use disk::sweeper::SweepTotals;
 use engine_api::{Engine, EngineOptions, LocalLookup, Record};
 
 use super::util::{batch, key};
 use crate::{EngineFactory, Harness};
 
 /// A sweep visits exactly the index rows below the threshold — covered entries plus stale rows
-/// of keys rewritten since — never the rest of the table, in chunks of `sweep_chunk_rows`.
+/// of keys rewritten since — never the rest of the table, in chunks of `sweep_chunk_rows`; where
+/// the backend has the skeleton's test hooks, the chunk hook runs once after every chunk.
 pub fn sweep_visits_only_covered_index_rows<F: EngineFactory>(factory: F) {
     const ROWS: u64 = 20_000;
     const COVERED: u64 = 100;
@@ -36,8 +40,28 @@ pub fn sweep_visits_only_covered_index_rows<F: EngineFactory>(factory: F) {
     e.advance_watermark(COVERED).unwrap();
     assert_eq!(e.stats().unwrap().covered_estimate, COVERED);
 
+    // Every sweeping disk backend runs the shared sweeper, which calls the chunk hook.
+    let chunks_seen: Arc<Mutex<Vec<SweepTotals>>> = Arc::default();
+    let faults = h.factory().faults(e);
+    if let Some(faults) = faults {
+        let seen = Arc::clone(&chunks_seen);
+        faults.on_chunk_committed(Some(Arc::new(move |chunk: &SweepTotals| {
+            seen.lock().unwrap().push(*chunk);
+        })));
+    }
     let report = e.reclaim().unwrap();
     let sweep = h.factory().last_sweep(e).expect("a sweep was reported");
+    if let Some(faults) = faults {
+        faults.on_chunk_committed(None);
+        let seen = chunks_seen.lock().unwrap();
+        assert_eq!(
+            seen.len() as u64,
+            sweep.chunks,
+            "one hook call per chunk: {seen:?}"
+        );
+        let visited: u64 = seen.iter().map(|c| c.rows_visited).sum();
+        assert_eq!(visited, sweep.rows_visited, "{seen:?}");
+    }
     assert_eq!(
         sweep.rows_visited, COVERED,
         "a sweep visits the covered index rows, not the {ROWS}-row table: {sweep:?}"

@@ -9,7 +9,7 @@ use disk::BackendContext;
 use disk::budget::ResourceBounds;
 use disk::sweeper::SweepTotals;
 use disk::testing::TestedBackend;
-use engine_api::{EngineOptions, Result};
+use engine_api::{Engine, EngineOptions, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
 
@@ -63,8 +63,20 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
         }
     }
 
+    /// Also holds the backend to what it declares of itself: its engine names the backend
+    /// `B::NAME` and reports `B::RECLAIM_COST` (the scheduler trusts the engine's figure).
     fn open(&self, dir: &Path, options: EngineOptions) -> Result<B::Engine> {
-        B::open_in(&B::case_context()?, dir, options)
+        let engine = B::open_in(&B::case_context()?, dir, options)?;
+        if engine.backend_name() != B::NAME || engine.reclaim_cost() != B::RECLAIM_COST {
+            return Err(engine_api::Error::Internal(format!(
+                "backend {} declares reclaim cost {:?}, but its engine says {} and {:?}",
+                B::NAME,
+                B::RECLAIM_COST,
+                engine.backend_name(),
+                engine.reclaim_cost()
+            )));
+        }
+        Ok(engine)
     }
 
     fn inject_raw(&self, engine: &B::Engine, key: &[u8], stored: &[u8]) -> Result<()> {
@@ -93,6 +105,10 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
 
     fn window_multiple(&self) -> Option<f64> {
         Some(B::DECLARED.window_multiple)
+    }
+
+    fn window_peak_multiple(&self) -> Option<f64> {
+        Some(B::DECLARED.window_peak_multiple)
     }
 
     fn reads_detect_damage_in(&self, file: &Path) -> bool {
