@@ -17,6 +17,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== cargo clippy of the library and binary users build (test hooks off)"
 cargo clippy -p tidemark -p tidemark-compare -p tidemark-cli --lib --bins -- -D warnings
 
+echo "== cargo doc (broken or private links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 

@@ -159,7 +159,7 @@ pub fn lag_range(lag: u64) -> (u64, u64) {
 
 impl CompareConfig {
     /// This workload written for `duration`, the sample interval and the p99 windows widened
-    /// (never narrowed) to at most [`MAX_SAMPLES`] samples and [`MAX_P99_WINDOWS`] windows.
+    /// (never narrowed) to at most `MAX_SAMPLES` samples and `MAX_P99_WINDOWS` windows.
     pub fn with_duration(self, duration: Duration) -> Self {
         CompareConfig {
             duration,

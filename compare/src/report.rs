@@ -42,7 +42,7 @@ pub mod limits {
 /// The whole comparison, as written to `compare.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareReport {
-    /// [`SCHEMA`].
+    /// `SCHEMA`.
     pub schema: &'static str,
     /// `dev` (the dev profile: optimised, debug assertions on) or `release`: what the figures
     /// were measured with.

@@ -52,10 +52,10 @@ impl HistoricalBucket {
     ///
     /// A failed refresh, or one that does not complete within
     /// [`LakeTimeouts::refresh`](super::LakeTimeouts::refresh), returns its
-    /// [`Error::Lake`](crate::Error::Lake) and publishes nothing: `W` and the served
+    /// [`Error::Lake`] and publishes nothing: `W` and the served
     /// snapshot stay as they were (counted `refresh_failures`). A newer snapshot id that ends
     /// before the served snapshot breaks the lake's commit order and is refused with
-    /// [`Error::Lake`](crate::Error::Lake), changing nothing; one that disagrees so with a
+    /// [`Error::Lake`], changing nothing; one that disagrees so with a
     /// snapshot offered or being processed is processed by its own caller only.
     ///
     /// Notifications that arrive while another is processed coalesce: the next one to run

@@ -1,6 +1,6 @@
-//! Bucket-layer scenarios: a [`engine_api::HistoricalBucket`] over each backend, a
-//! [`engine_api::MemoryLake`] and (where the scenario needs it) a
-//! [`engine_api::ReclaimScheduler`], checked against a model of the WAL.
+//! Bucket-layer scenarios: a [`tidemark_bucket::HistoricalBucket`] over each backend, a
+//! [`tidemark_bucket::MemoryLake`] and (where the scenario needs it) a
+//! [`tidemark_bucket::ReclaimScheduler`], checked against a model of the WAL.
 //!
 //! [`for_each_bucket_scenario!`](crate::for_each_bucket_scenario) is the **only** list of
 //! scenarios. [`bucket_cases!`](crate::bucket_cases) stamps one `#[test]` per scenario at the call

@@ -15,7 +15,7 @@ use tidemark_bucket::{HistoricalBucket, Progress};
 
 use crate::EngineFactory;
 
-/// The bucket type a scenario drives (any factory: the bucket holds an [`EngineHandle`]).
+/// The bucket type a scenario drives (any factory: the bucket holds an `EngineHandle`).
 pub type Bucket = HistoricalBucket;
 
 /// The workload generator every scenario uses, so every backend sees the same workload.

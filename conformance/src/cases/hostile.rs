@@ -109,7 +109,7 @@ fn hostile_files<F: EngineFactory>(factory: F, ending: Ending) {
 /// copy of the store and a child process, tens of milliseconds).
 const FLIPS: u64 = 200;
 
-/// Flips one byte at each of [`FLIPS`] positions spread evenly over the files of a cleanly
+/// Flips one byte at each of `FLIPS` positions spread evenly over the files of a cleanly
 /// closed store written by [`Workload::layered`] (the files' bytes taken in order, so the
 /// engine's largest file gets most of them); each damaged copy opens (in a child process) to a
 /// clear error or to exactly the state it was closed with, damaged entries reported as such:

@@ -1,5 +1,5 @@
 //! The bucket-level crash child: a `HistoricalBucket` over the backend with the reclaim
-//! scheduler running and a lake whose commits persist ([`super::lake`]). After a kill it reopens
+//! scheduler running and a lake whose commits persist (`crash::lake`). After a kill it reopens
 //! the engine, checks it against what was acknowledged, recovers from the lake's latest committed
 //! snapshot, replays the host's WAL from the offset `recover` returns and checks every key through
 //! the bucket's lookups (local entries and lake fallback) against the model; then it goes on

@@ -76,10 +76,10 @@ impl Workload {
         build.finish()
     }
 
-    /// The workload of `seed` that leaves old data under newer writes: [`LAYERED_KEYS`] keys
+    /// The workload of `seed` that leaves old data under newer writes: `LAYERED_KEYS` keys
     /// written twice, `W` then covering the first versions only (so each of these keys must
     /// read exactly its second version: a miss or the first version is an older state), then
-    /// a few hot keys overwritten until [`HOT_BYTES`] more went through.
+    /// a few hot keys overwritten until `HOT_BYTES` more went through.
     ///
     /// An engine that appends to a log keeps the second versions in older parts of its files
     /// than the newest metadata: damage there that its recovery skips without an error serves
