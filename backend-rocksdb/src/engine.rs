@@ -10,9 +10,9 @@ use disk::{DiskEngine, StorageInit};
 use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 use rocksdb::properties;
 
-use crate::compaction_filter::FilterCounterSnapshot;
 use crate::context::RocksDbContext;
 use crate::storage::RocksDbStorage;
+use disk::compaction_policy::FilterCounterSnapshot;
 
 pub(crate) use crate::error::BACKEND;
 

@@ -28,15 +28,15 @@ pub mod testing;
 #[cfg(feature = "testing")]
 pub use backend::ROCKSDB_WINDOW_MULTIPLE;
 pub use backend::RocksDb;
-pub use compaction_filter::{
-    FilterCounterSnapshot, FilterCounters, TagThresholdFilter, TagThresholdFilterFactory,
-    ThresholdSupplier,
-};
+pub use compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
 pub use context::{
     FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_OPEN_FILES, NON_TABLE_FILES,
     RETIRED_LOGS_PER_BUCKET, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_BUCKET, RocksDbContext,
     RocksDbContextOptions,
 };
+/// The shared tag-threshold decision's counters and supplier type (from the disk toolkit, so
+/// every LSM backend counts and reads its limit the same way).
+pub use disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
 pub use disk::{BackendContext, DiskBackend};

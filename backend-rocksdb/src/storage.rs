@@ -25,10 +25,10 @@ use rocksdb::{
 };
 
 use crate::compact;
-use crate::compaction_filter::FilterCounters;
 use crate::context::RocksDbContext;
 use crate::rocks_err;
 use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
+use disk::compaction_policy::FilterCounters;
 
 /// Backend name written into the directory marker.
 pub use crate::error::BACKEND;

@@ -18,7 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine_api::watermark::reclaim_threshold;
 
-use crate::compaction_filter::{TagThresholdFilterFactory, ThresholdSupplier};
+use crate::compaction_filter::TagThresholdFilterFactory;
+use disk::compaction_policy::ThresholdSupplier;
 
 /// The exclusive reclaim threshold compactions of one engine apply, read once per compaction.
 ///

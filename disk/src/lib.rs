@@ -13,11 +13,14 @@
 //! - the per-process file-descriptor [`budget`] and what it reads of the [`process`];
 //! - the two traits a backend crate implements to plug in: [`DiskBackend`] and
 //!   [`BackendContext`] (and, for the conformance suite, `testing::TestedBackend`);
+//! - the tag-threshold decision the LSM backends' compaction filters share
+//!   ([`compaction_policy`]);
 //! - panic containment of storage calls ([`contain`]), injected faults for tests ([`fault`],
 //!   armed only with the cargo feature `testing`), and process-wide slots ([`sync`]).
 
 mod backend;
 pub mod budget;
+pub mod compaction_policy;
 pub mod contain;
 pub mod fault;
 pub mod layout;
