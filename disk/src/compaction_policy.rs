@@ -214,6 +214,19 @@ impl ThresholdPolicy {
     }
 }
 
+impl ThresholdPolicy {
+    /// Counts an entry kept because the engine could not hand its stored bytes to the filter
+    /// (e.g. a failed read of a separated value).
+    pub fn keep_unreadable(&self) {
+        bump(&self.counters.kept_corrupt);
+    }
+
+    /// Counts an entry kept because reading it panicked (the caller caught the panic).
+    pub fn keep_after_panic(&self) {
+        bump(&self.counters.panics);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
