@@ -20,8 +20,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use disk::compaction_policy::{FilterCounters, TagReader, ThresholdPolicy, ThresholdSupplier};
-use engine_api::codec;
+use disk::compaction_policy::{
+    FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
+};
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
 };
@@ -31,54 +32,40 @@ use fjall::compaction::filter::{
 /// Install it for the keyspace it guards through
 /// `Database::builder(..).with_compaction_filter_factories(..)`.
 pub struct TagThresholdFilterFactory {
-    distance: u64,
-    // fjall requires a factory to be `RefUnwindSafe`; the supplier is only ever called under the
-    // policy's `catch_unwind`, and a panic there removes nothing, so no broken state is observed.
-    supplier: AssertUnwindSafe<ThresholdSupplier>,
-    tag_reader: TagReader,
-    counters: Arc<FilterCounters>,
+    rule: ThresholdRule,
 }
 
 impl TagThresholdFilterFactory {
-    /// A factory removing entries with `tag + distance <= supplier()`, reading tags with
-    /// [`codec::checked_tag`] (an entry whose checksum fails is kept and counted) and counting
-    /// into fresh counters.
+    /// A factory removing entries with `tag + distance <= supplier()` ([`ThresholdRule::new`]).
     pub fn new(distance: u64, supplier: ThresholdSupplier) -> Self {
         TagThresholdFilterFactory {
-            distance,
-            supplier: AssertUnwindSafe(supplier),
-            tag_reader: codec::checked_tag,
-            counters: Arc::default(),
+            rule: ThresholdRule::new(distance, supplier),
         }
     }
 
-    /// Counts into `counters` (shared with whoever else holds them).
-    pub fn with_counters(mut self, counters: Arc<FilterCounters>) -> Self {
-        self.counters = counters;
-        self
+    /// Counts into `counters` ([`ThresholdRule::with_counters`]).
+    pub fn with_counters(self, counters: Arc<FilterCounters>) -> Self {
+        TagThresholdFilterFactory {
+            rule: self.rule.with_counters(counters),
+        }
     }
 
-    /// Reads tags with `reader` instead of [`codec::checked_tag`] (tests use this to inject
-    /// panics).
-    pub fn with_tag_reader(mut self, reader: TagReader) -> Self {
-        self.tag_reader = reader;
-        self
+    /// Reads tags with `reader` ([`ThresholdRule::with_tag_reader`]).
+    pub fn with_tag_reader(self, reader: TagReader) -> Self {
+        TagThresholdFilterFactory {
+            rule: self.rule.with_tag_reader(reader),
+        }
     }
 
     /// The shared counters.
     pub fn counters(&self) -> Arc<FilterCounters> {
-        Arc::clone(&self.counters)
+        Arc::clone(self.rule.counters())
     }
 
     /// The filter for one compaction, with the supplier read now.
     pub fn filter(&self) -> TagThresholdFilter {
         TagThresholdFilter {
-            policy: ThresholdPolicy::for_compaction(
-                &self.supplier,
-                self.distance,
-                self.tag_reader,
-                Arc::clone(&self.counters),
-            ),
+            policy: self.rule.start_compaction(),
         }
     }
 }

@@ -17,8 +17,9 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use disk::compaction_policy::{FilterCounters, TagReader, ThresholdPolicy, ThresholdSupplier};
-use engine_api::codec;
+use disk::compaction_policy::{
+    FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
+};
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 
@@ -26,41 +27,34 @@ use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilt
 ///
 /// Install it with `Options::set_compaction_filter_factory` on the column family it guards.
 pub struct TagThresholdFilterFactory {
-    distance: u64,
-    supplier: ThresholdSupplier,
-    tag_reader: TagReader,
-    counters: Arc<FilterCounters>,
+    rule: ThresholdRule,
 }
 
 impl TagThresholdFilterFactory {
-    /// A factory removing entries with `tag + distance <= supplier()`, reading tags with
-    /// [`codec::checked_tag`] (an entry whose checksum fails is kept and counted, never removed
-    /// on a damaged tag) and counting into fresh counters.
+    /// A factory removing entries with `tag + distance <= supplier()` ([`ThresholdRule::new`]).
     pub fn new(distance: u64, supplier: ThresholdSupplier) -> Self {
         TagThresholdFilterFactory {
-            distance,
-            supplier,
-            tag_reader: codec::checked_tag,
-            counters: Arc::default(),
+            rule: ThresholdRule::new(distance, supplier),
         }
     }
 
-    /// Counts into `counters` (shared with whoever else holds them).
-    pub fn with_counters(mut self, counters: Arc<FilterCounters>) -> Self {
-        self.counters = counters;
-        self
+    /// Counts into `counters` ([`ThresholdRule::with_counters`]).
+    pub fn with_counters(self, counters: Arc<FilterCounters>) -> Self {
+        TagThresholdFilterFactory {
+            rule: self.rule.with_counters(counters),
+        }
     }
 
-    /// Reads tags with `reader` instead of [`codec::checked_tag`] (tests use this to inject panics;
-    /// other stored layouts could use it to place the tag elsewhere).
-    pub fn with_tag_reader(mut self, reader: TagReader) -> Self {
-        self.tag_reader = reader;
-        self
+    /// Reads tags with `reader` ([`ThresholdRule::with_tag_reader`]).
+    pub fn with_tag_reader(self, reader: TagReader) -> Self {
+        TagThresholdFilterFactory {
+            rule: self.rule.with_tag_reader(reader),
+        }
     }
 
     /// The shared counters.
     pub fn counters(&self) -> Arc<FilterCounters> {
-        Arc::clone(&self.counters)
+        Arc::clone(self.rule.counters())
     }
 }
 
@@ -68,15 +62,11 @@ impl CompactionFilterFactory for TagThresholdFilterFactory {
     type Filter = TagThresholdFilter;
 
     fn create(&mut self, context: CompactionFilterContext) -> TagThresholdFilter {
-        self.counters
+        self.rule
+            .counters()
             .record_compaction(context.is_manual_compaction);
         TagThresholdFilter {
-            policy: ThresholdPolicy::for_compaction(
-                &self.supplier,
-                self.distance,
-                self.tag_reader,
-                Arc::clone(&self.counters),
-            ),
+            policy: self.rule.start_compaction(),
         }
     }
 

@@ -142,6 +142,70 @@ pub fn entry_verdict(
     }
 }
 
+/// What a backend's filter factory holds: the distance, the supplier, the tag reader (by default
+/// [`codec::checked_tag`]: an entry whose checksum fails is kept and counted, never removed on a
+/// damaged tag) and the counters; [`ThresholdRule::start_compaction`] makes the
+/// [`ThresholdPolicy`] of one compaction. Every LSM backend's factory wraps one, so their
+/// defaults cannot drift apart.
+pub struct ThresholdRule {
+    distance: u64,
+    // Only ever called under `catch_unwind` (`ThresholdPolicy::for_compaction`), so the rule is
+    // unwind-safe whatever the supplier captures (fjall requires its factories to be).
+    supplier: AssertUnwindSafe<ThresholdSupplier>,
+    tag_reader: TagReader,
+    counters: Arc<FilterCounters>,
+}
+
+impl std::fmt::Debug for ThresholdRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThresholdRule")
+            .field("distance", &self.distance)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ThresholdRule {
+    /// Removes entries with `tag + distance <= supplier()`, reading tags with
+    /// [`codec::checked_tag`] and counting into fresh counters.
+    pub fn new(distance: u64, supplier: ThresholdSupplier) -> Self {
+        ThresholdRule {
+            distance,
+            supplier: AssertUnwindSafe(supplier),
+            tag_reader: codec::checked_tag,
+            counters: Arc::default(),
+        }
+    }
+
+    /// Counts into `counters` (shared with whoever else holds them).
+    pub fn with_counters(mut self, counters: Arc<FilterCounters>) -> Self {
+        self.counters = counters;
+        self
+    }
+
+    /// Reads tags with `reader` instead of [`codec::checked_tag`] (tests use this to inject
+    /// panics; other stored layouts could use it to place the tag elsewhere).
+    pub fn with_tag_reader(mut self, reader: TagReader) -> Self {
+        self.tag_reader = reader;
+        self
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &Arc<FilterCounters> {
+        &self.counters
+    }
+
+    /// The policy of one compaction, with the supplier read now.
+    pub fn start_compaction(&self) -> ThresholdPolicy {
+        ThresholdPolicy::for_compaction(
+            &self.supplier,
+            self.distance,
+            self.tag_reader,
+            Arc::clone(&self.counters),
+        )
+    }
+}
+
 /// The decision for one compaction run: the limit read when it started, the distance, the tag
 /// reader and the counters every entry's outcome goes to.
 #[derive(Debug, Clone)]
