@@ -47,6 +47,7 @@ impl disk::testing::TestedBackend for Redb {
         background_reclaim: false,
         offset_index: true,
         read_only_files: true,
+        self_contained_directory: true,
         window_multiple: REDB_WINDOW_MULTIPLE,
         window_peak_multiple: REDB_WINDOW_MULTIPLE,
     };

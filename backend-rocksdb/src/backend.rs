@@ -53,6 +53,7 @@ impl disk::testing::TestedBackend for RocksDb {
         background_reclaim: true,
         offset_index: false,
         read_only_files: true,
+        self_contained_directory: true,
         window_multiple: ROCKSDB_WINDOW_MULTIPLE,
         window_peak_multiple: ROCKSDB_WINDOW_MULTIPLE,
     };

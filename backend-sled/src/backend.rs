@@ -59,6 +59,7 @@ impl disk::testing::TestedBackend for Sled {
         offset_index: true,
         // sled opens its files for writing even to read them.
         read_only_files: false,
+        self_contained_directory: true,
         window_multiple: SLED_WINDOW_MULTIPLE,
         window_peak_multiple: SLED_WINDOW_PEAK_MULTIPLE,
     };

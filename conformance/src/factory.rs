@@ -35,6 +35,10 @@ pub struct Capabilities {
     pub files: bool,
     /// [`EngineFactory::faults`] gives the engine's injected-fault plan (the disk skeleton's).
     pub faults: bool,
+    /// The whole store lives in its directory, so a copy of the directory is a copy of the
+    /// store (the hostile-file and unsynced-copy cases damage or copy it). fjall keeps a
+    /// bucket's data in a database its directory's parent shares.
+    pub self_contained: bool,
 }
 
 /// Creates engines of one backend for the suite.

@@ -63,7 +63,7 @@ macro_rules! for_each_case {
             purge_sweep_ignores_distance_and_drops_stale_rows [OffsetIndex] "a purge sweep ignores the retention distance, drops stale index rows, keeps the newer tombstone and never passes W",
             unreadable_index_rows_are_kept_and_counted [OffsetIndex] "an index row too short to name an entry is kept and counted by every sweep, never deleted",
             unsynced_writes_survive_a_clean_close [Reopen] "with sync_writes=false, batches and a tombstone applied after the last durable point (flush, adopted W) survive a clean close",
-            copies_of_an_unsynced_store_open_to_a_durable_prefix [Reopen, Files] "lost unsynced writes: copies of a live sync_writes=false store taken between calls open to whole-batch prefixes no shorter than the last watermark change, W as it was, every key right; replay restores the rest",
+            copies_of_an_unsynced_store_open_to_a_durable_prefix [Reopen, Files, SelfContained] "lost unsynced writes: copies of a live sync_writes=false store taken between calls open to whole-batch prefixes no shorter than the last watermark change, W as it was, every key right; replay restores the rest",
             // injected storage faults
             failed_commit_writes_nothing [Faults] "an apply whose commit fails (a full disk) returns the error and writes nothing, also across a reopen; the retry applies once",
             failed_watermark_write_keeps_w [Faults] "a watermark change whose durable write fails returns the error, W stays (reclaim, reopen); a retry moves it",
@@ -95,9 +95,9 @@ macro_rules! for_each_case {
             // damage and rollback detection
             high_water_record_refuses_rollback [Files] "the high-water record follows advance, adopt, flush and close; a store below it is RolledBack and a damaged record Damaged in every open mode; a deleted one is recorded again",
             // hostile files
-            hostile_files_after_clean_close [Files] "each file of a cleanly closed store deleted, truncated, zeroed or overwritten: the open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported as Corrupt; never a panic, an abort, an older state or a wrong value",
-            hostile_files_after_crash [Files] "the same for a store whose writer died without closing: a clear error, or a state between its high-water record and its last acknowledged write, every entry right for it or reported",
-            hostile_byte_flips [Files] "one byte flipped at each of 200 positions spread over the files of a cleanly closed store whose newest versions lie under later writes (400 keys written twice, then hot keys): each open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported (Corrupt, or a clear refusal where the damage is in the engine's own structures); never an older version of a key or a miss of a live one",
+            hostile_files_after_clean_close [Files, SelfContained] "each file of a cleanly closed store deleted, truncated, zeroed or overwritten: the open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported as Corrupt; never a panic, an abort, an older state or a wrong value",
+            hostile_files_after_crash [Files, SelfContained] "the same for a store whose writer died without closing: a clear error, or a state between its high-water record and its last acknowledged write, every entry right for it or reported",
+            hostile_byte_flips [Files, SelfContained] "one byte flipped at each of 200 positions spread over the files of a cleanly closed store whose newest versions lie under later writes (400 keys written twice, then hot keys): each open (in a child process) is a clear error, or the store reads back its closed state with damaged entries reported (Corrupt, or a clear refusal where the damage is in the engine's own structures); never an older version of a key or a miss of a live one",
             // concurrency and the model
             concurrent_apply_reclaim_lookup [] "writer, watermark-advancing reclaimer and readers at once: nothing uncovered lost, no older version seen",
             model_based [] "proptest: random apply / advance / adopt / reclaim / reopen / lookup sequences match MemoryEngine step by step",

@@ -21,6 +21,9 @@ pub enum Need {
     Files,
     /// Storage faults can be injected ([`Capabilities::faults`]).
     Faults,
+    /// A copy of the store's directory is a copy of the store
+    /// ([`Capabilities::self_contained`]).
+    SelfContained,
 }
 
 impl Need {
@@ -34,6 +37,7 @@ impl Need {
             Need::OpenExisting => caps.open_existing,
             Need::Files => caps.files,
             Need::Faults => caps.faults,
+            Need::SelfContained => caps.self_contained,
         }
     }
 
@@ -47,6 +51,9 @@ impl Need {
             Need::OpenExisting => "backend has no existing store to open (nothing persists)",
             Need::Files => "backend keeps no files: none to damage, no bytes on disk to bound",
             Need::Faults => "backend has no storage faults to inject (no disk skeleton)",
+            Need::SelfContained => {
+                "backend keeps a bucket's data outside its directory: a copy of the directory is not a copy of the store"
+            }
         }
     }
 }

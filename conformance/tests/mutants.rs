@@ -56,6 +56,7 @@ impl EngineFactory for ReopenableMemoryFactory {
             read_only_files: false,
             files: false,
             faults: false,
+            self_contained: false,
         }
     }
 
@@ -261,6 +262,7 @@ impl EngineFactory for MutantFactory {
             read_only_files: false,
             files: false,
             faults: false,
+            self_contained: false,
         }
     }
 

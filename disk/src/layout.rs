@@ -6,7 +6,7 @@
 pub mod high_water;
 
 use std::fs;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::path::Path;
 
 use engine_api::codec::FORMAT_VERSION;
@@ -245,19 +245,27 @@ fn parse_marker(dir: &Path, bytes: &[u8]) -> Result<Marker> {
 }
 
 fn write_marker(dir: &Path, backend: &str) -> Result<()> {
-    // Write-then-rename so a crash never leaves a half-written marker behind.
-    let tmp = dir.join(format!("{MARKER_FILE}.tmp"));
+    write_file_atomically(
+        dir,
+        MARKER_FILE,
+        format!("backend={backend}\nformat={FORMAT_VERSION}\n").as_bytes(),
+    )
+}
+
+/// Writes `contents` as the file `name` in `dir`, atomically and durably: written to a temporary
+/// file, synced, renamed over `name`, and the directory synced, so a crash leaves either the old
+/// file or the whole new one, never a half-written file.
+pub fn write_file_atomically(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let tmp = dir.join(format!("{name}.tmp"));
     {
         let mut f = fs::File::create(&tmp)?;
-        writeln!(f, "backend={backend}")?;
-        writeln!(f, "format={FORMAT_VERSION}")?;
+        f.write_all(contents)?;
         f.sync_all()?;
     }
-    fs::rename(&tmp, dir.join(MARKER_FILE))?;
-    if let Ok(d) = fs::File::open(dir) {
-        // Directory fsync makes the rename durable; some platforms cannot open directories.
-        let _ = d.sync_all();
-    }
+    fs::rename(&tmp, dir.join(name))?;
+    // The rename is durable only once the directory is synced.
+    fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 

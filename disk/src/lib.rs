@@ -1,6 +1,6 @@
 //! # Tidemark disk toolkit
 //!
-//! What the disk backends (RocksDB, sled, redb) build on, over the contract of `engine_api`:
+//! What the disk backends (RocksDB, fjall, sled, redb) build on, over the contract of `engine_api`:
 //!
 //! - the one skeleton every disk backend shares: [`DiskEngine`] implements the whole
 //!   [`Engine`](engine_api::Engine) contract over a backend's [`Storage`] primitives
@@ -14,7 +14,7 @@
 //! - the two traits a backend crate implements to plug in: [`DiskBackend`] and
 //!   [`BackendContext`] (and, for the conformance suite, `testing::TestedBackend`);
 //! - the tag-threshold decision the LSM backends' compaction filters share
-//!   ([`compaction_policy`]);
+//!   ([`compaction_policy`]) and the watermark threshold they apply ([`watermark_threshold`]);
 //! - panic containment of storage calls ([`contain`]), injected faults for tests ([`fault`],
 //!   armed only with the cargo feature `testing`), and process-wide slots ([`sync`]).
 
@@ -33,6 +33,7 @@ pub mod sync;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod turns;
+pub mod watermark_threshold;
 
 pub use backend::{BackendContext, DiskBackend};
 pub use layout::high_water::{self, HighWater};

@@ -61,6 +61,9 @@ pub struct Declared {
     pub offset_index: bool,
     /// A read-only open leaves every file byte for byte as it was.
     pub read_only_files: bool,
+    /// The whole store lives in the bucket directory: a copy of the directory is a copy of the
+    /// store.
+    pub self_contained_directory: bool,
     /// Bytes on disk above the empty store per byte of the uncovered window a store may hold at
     /// the end of a long stream with a trailing lake: a measurement with headroom, so a backend
     /// whose space amplification grows fails the case.

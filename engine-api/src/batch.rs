@@ -3,8 +3,9 @@
 use crate::codec::display_key;
 use crate::error::{Error, Result};
 
-/// Largest accepted key, in bytes (64 KiB).
-pub const MAX_KEY_LEN: usize = 64 * 1024;
+/// Largest accepted key, in bytes (64 KiB − 2): fjall's keys have a 16-bit length, and its
+/// backend keeps the one longer key for a marker of its own, which no user key can meet.
+pub const MAX_KEY_LEN: usize = 64 * 1024 - 2;
 /// Largest accepted value payload, in bytes (64 MiB).
 pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
 /// Largest accepted offset: `u64::MAX` is reserved because the applied end (`offset + 1`) could

@@ -18,7 +18,7 @@ fn assert_invalid<T: std::fmt::Debug>(result: engine_api::Result<T>, needle: &st
     }
 }
 
-/// Empty keys, keys above 64 KiB, values above 64 MiB, offsets going backwards and offset
+/// Empty keys, keys above 64 KiB − 2, values above 64 MiB, offsets going backwards and offset
 /// `u64::MAX` are rejected as `InvalidInput` naming the problem, and nothing of the batch is
 /// written: not the valid records around the bad one, not the applied end, not the counters.
 pub fn invalid_input_rejected_nothing_written<F: EngineFactory>(factory: F) {
@@ -95,7 +95,7 @@ pub fn invalid_input_rejected_nothing_written<F: EngineFactory>(factory: F) {
     assert_lookup(e, b"x", &value(2, "after"));
 }
 
-/// Lookups with an empty key or a key above 64 KiB are `InvalidInput`, not a miss or a panic.
+/// Lookups with an empty key or a key above 64 KiB − 2 are `InvalidInput`, not a miss or a panic.
 pub fn lookup_rejects_invalid_keys<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();

@@ -59,6 +59,7 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
             open_existing: true,
             read_only_files: declared.read_only_files,
             files: true,
+            self_contained: declared.self_contained_directory,
             faults: true,
         }
     }

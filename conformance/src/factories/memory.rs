@@ -22,6 +22,7 @@ impl EngineFactory for MemoryFactory {
             open_existing: false,
             read_only_files: false,
             files: false,
+            self_contained: false,
             faults: false,
         }
     }

@@ -18,3 +18,7 @@ pub type RedbFactory = DiskFactory<backend_redb::Redb>;
 /// The RocksDB backend's factory.
 #[cfg(feature = "rocksdb")]
 pub type RocksDbFactory = DiskFactory<backend_rocksdb::RocksDb>;
+
+/// The fjall backend's factory.
+#[cfg(feature = "fjall")]
+pub type FjallFactory = DiskFactory<backend_fjall::Fjall>;

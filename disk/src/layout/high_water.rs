@@ -17,7 +17,7 @@
 //! ```
 
 use std::fs;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::path::Path;
 
 use engine_api::error::{Error, Result};
@@ -92,16 +92,8 @@ pub fn read(dir: &Path) -> Result<Option<HighWater>> {
 /// Writes `record` as the record of the store at `dir`, atomically and durably.
 pub fn write(dir: &Path, record: &HighWater) -> Result<()> {
     let body = record.body();
-    let tmp = dir.join(format!("{HIGH_WATER_FILE}.tmp"));
-    {
-        let mut f = fs::File::create(&tmp)?;
-        writeln!(f, "{body}crc32={:08x}", crc32fast::hash(body.as_bytes()))?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, dir.join(HIGH_WATER_FILE))?;
-    // The rename is durable only once the directory is synced.
-    fs::File::open(dir)?.sync_all()?;
-    Ok(())
+    let text = format!("{body}crc32={:08x}\n", crc32fast::hash(body.as_bytes()));
+    super::write_file_atomically(dir, HIGH_WATER_FILE, text.as_bytes())
 }
 
 fn parse(bytes: &[u8]) -> std::result::Result<HighWater, String> {

@@ -1,0 +1,602 @@
+//! [`FjallStorage`]: the storage primitives of the fjall backend under the shared
+//! [`DiskEngine`](disk::DiskEngine).
+//!
+//! A bucket is two keyspaces of the database its directory's parent shares
+//! ([`crate::database`]): `<name>.data` maps each key to its tagged value (values and
+//! tombstones alike, so the compaction filter sees both; a tombstone is never a fjall delete)
+//! and `<name>.meta` holds the watermark, the applied end, the format version and the covered
+//! runs under [`MetaKey::bytes`]. The bucket directory holds the Tidemark marker, the
+//! high-water record and [`KEYSPACE_RECORD`], which names the keyspaces.
+//!
+//! **Why the filter runs only inside `reclaim`, and the flush marker.** At open, fjall replays
+//! every journal entry of a keyspace whose sequence number is above the highest one among the
+//! keyspace's table files. A compaction filter that removes the newest flushed entries lowers
+//! that highest number, so a reopen would replay the removed writes from the journal: reclaimed
+//! entries would come back. So the filter removes nothing in fjall's own background compactions
+//! (it is armed only for a reclaim's major compaction), and every reclaim ends by writing the
+//! bucket's *flush marker* (a row under a key one byte longer than any user key,
+//! [`crate::database::FLUSH_MARKER_LEN`], which the filter never removes) and flushing it: the
+//! table files then always hold a sequence number at least as new as every write flushed
+//! before, and nothing reclaimed is replayed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use disk::budget::BucketLease;
+use disk::compaction_policy::{FilterCounters, ThresholdSupplier};
+use disk::layout::{FileStart, write_file_atomically};
+use disk::meta::encode_u64;
+use disk::watermark_threshold::{WatermarkThreshold, watermark_supplier};
+use disk::{
+    BackendContext, LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit,
+};
+use engine_api::batch::Record;
+use engine_api::covered::MetaRow;
+use engine_api::verify::Verifier;
+use engine_api::{Error, Result};
+use fjall::config::CompressionPolicy;
+use fjall::{CompressionType, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
+
+use crate::compaction_filter::TagThresholdFilterFactory;
+use crate::context::FjallContext;
+use crate::database::{
+    DATA_SUFFIX, DatabaseLease, META_SUFFIX, SHARED_DIR, flush_marker_key, is_flush_marker,
+};
+use crate::error::{BACKEND, fjall_err, is_damage, read_err};
+
+/// The file in the bucket directory naming the bucket's keyspaces in the shared database.
+pub const KEYSPACE_RECORD: &str = "fjall-keyspace";
+
+/// Memtable size of a bucket's `meta` keyspace: it holds a handful of small rows.
+const META_MEMTABLE_BYTES: u64 = 256 << 10;
+
+/// How long a flush may wait for fjall's workers before it fails.
+const FLUSH_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Longest bucket directory name: the keyspace names add a suffix (and, rarely, a counter), and
+/// fjall refuses names over 255 bytes.
+const MAX_DIR_NAME: usize = 200;
+
+/// One bucket's keyspaces and what its compaction filter shares with the engine.
+pub struct FjallStorage {
+    // Declared before `database` so the keyspace handles are released before the lease, whose
+    // drop may close the shared database.
+    data: Keyspace,
+    meta: Keyspace,
+    name: String,
+    dir: PathBuf,
+    context: FjallContext,
+    filter_threshold: Arc<WatermarkThreshold>,
+    filter_counters: Arc<FilterCounters>,
+    /// Whether the filter removes anything: only while a reclaim's compaction runs.
+    filter_armed: Arc<AtomicBool>,
+    /// The factory this bucket routes its data keyspace's compactions to.
+    filter_factory: Arc<TagThresholdFilterFactory>,
+    database: DatabaseLease,
+    /// This bucket's place in the context's budget, given back after the keyspaces are released.
+    _lease: BucketLease,
+}
+
+impl std::fmt::Debug for FjallStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FjallStorage")
+            .field("dir", &self.dir)
+            .field("keyspace", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FjallStorage {
+    fn drop(&mut self) {
+        // From now on, compactions of the keyspace keep everything: the watermark they would
+        // read is gone with the engine.
+        self.database
+            .unroute(&data_name(&self.name), &self.filter_factory);
+    }
+}
+
+impl FjallStorage {
+    /// Opens the bucket's keyspaces in the shared database of `init.dir`'s parent, creating them
+    /// when the directory has no [`KEYSPACE_RECORD`] and `init.options.open_mode` creates
+    /// ([`Error::NoStore`] when it does not; [`Error::Damaged`] when the record exists but its
+    /// keyspaces do not). The filter reads `init.watermark`.
+    ///
+    /// fjall has no read-only open: a read-only engine opens the shared database normally (its
+    /// recovery may write) and never writes through it.
+    pub fn open(context: &FjallContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
+        let dir = init.dir;
+        let record_path = dir.join(KEYSPACE_RECORD);
+        init.require_engine_file(&record_path, "fjall keyspace record", FileStart::Header)?;
+        let recorded = read_record(dir, &record_path)?;
+        if recorded.is_some() && !shared_database_exists(dir)? {
+            return Err(Error::Damaged {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "its {KEYSPACE_RECORD} names keyspaces in the shared fjall database \
+                     ../{SHARED_DIR}, which is missing"
+                ),
+            });
+        }
+        let database = DatabaseLease::open(dir, context.settings())?;
+        let is_new = recorded.is_none();
+        let name = match recorded {
+            Some(name) => {
+                for keyspace in [data_name(&name), meta_name(&name)] {
+                    if !database.keyspace_exists(&keyspace)? {
+                        return Err(Error::Damaged {
+                            path: dir.to_path_buf(),
+                            reason: format!(
+                                "its keyspace {keyspace:?} is missing from the shared fjall \
+                                 database {}",
+                                database.path()?.display()
+                            ),
+                        });
+                    }
+                }
+                name
+            }
+            None => free_name(&database, dir)?,
+        };
+        let settings = context.settings();
+        let memtable = settings.memtable_bytes.max(64 << 10);
+        let data = database.keyspace(&data_name(&name), || data_keyspace_options(memtable))?;
+        let meta = database.keyspace(&meta_name(&name), || {
+            KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
+        })?;
+        if is_new {
+            // The keyspaces exist durably before the record names them: a crash in between
+            // leaves unnamed keyspaces (space, never a wrong store).
+            database
+                .db()?
+                .persist(PersistMode::SyncAll)
+                .map_err(fjall_err)?;
+            write_file_atomically(dir, KEYSPACE_RECORD, record_body(&name).as_bytes())?;
+        }
+        let filter_threshold = Arc::new(WatermarkThreshold::new(
+            init.watermark,
+            init.options.retention_distance,
+        ));
+        let filter_counters = Arc::new(FilterCounters::default());
+        let filter_armed = Arc::new(AtomicBool::new(false));
+        let threshold = watermark_supplier(Arc::clone(&filter_threshold));
+        let armed = Arc::clone(&filter_armed);
+        let supplier: ThresholdSupplier =
+            Arc::new(move || armed.load(Ordering::Acquire).then(|| threshold()).flatten());
+        let filter_factory = Arc::new(
+            TagThresholdFilterFactory::new(0, supplier).with_counters(Arc::clone(&filter_counters)),
+        );
+        database.route(&data_name(&name), Arc::clone(&filter_factory))?;
+        Ok(FjallStorage {
+            data,
+            meta,
+            name,
+            dir: dir.to_path_buf(),
+            context: context.clone(),
+            filter_threshold,
+            filter_counters,
+            filter_armed,
+            filter_factory,
+            database,
+            _lease: lease,
+        })
+    }
+
+    /// The context this bucket shares resources with.
+    pub fn context(&self) -> &FjallContext {
+        &self.context
+    }
+
+    /// The shared database's directory.
+    pub fn database_path(&self) -> Result<&Path> {
+        self.database.path()
+    }
+
+    /// The bucket's keyspace name (its keyspaces are `<name>.data` and `<name>.meta`).
+    pub fn keyspace_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The counters of every compaction filter of `data` since open.
+    pub fn filter_counters(&self) -> &FilterCounters {
+        &self.filter_counters
+    }
+
+    /// Flushes the memtables of both keyspaces into table files (no filtering: fjall filters
+    /// only in compactions), and waits until no sealed memtable of either is left: the ones a
+    /// reopen replays from the journal are sealed too, and a compaction never sees them.
+    pub fn flush_memtables(&self) -> Result<()> {
+        for keyspace in [&self.data, &self.meta] {
+            keyspace.rotate_memtable().map_err(fjall_err)?;
+        }
+        let deadline = Instant::now() + FLUSH_DEADLINE;
+        let mut pause = Duration::from_micros(200);
+        while self.data.sealed_memtable_count() + self.meta.sealed_memtable_count() > 0 {
+            if Instant::now() >= deadline {
+                return Err(Error::backend(
+                    BACKEND,
+                    format!(
+                        "fjall's workers did not flush the memtables of {} within {} s",
+                        self.dir.display(),
+                        FLUSH_DEADLINE.as_secs()
+                    ),
+                ));
+            }
+            // fjall's workers flush and offer no completion signal; back off up to 10 ms.
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    /// Writes the flush marker and flushes it into a table file (see the module docs): after
+    /// it, the newest sequence number among the table files is at least that of every write
+    /// flushed before, so a reopen replays none of what a reclaim removed.
+    fn write_flush_marker(&self) -> Result<()> {
+        let mut batch = self.batch()?;
+        batch.insert(&self.data, flush_marker_key(), &[][..]);
+        batch.commit().map_err(fjall_err)?;
+        self.flush_memtables()
+    }
+
+    /// Bytes of both keyspaces' memtables: their writes sit in the shared journal until flushed.
+    fn memtable_bytes(&self) -> u64 {
+        use fjall::AbstractTree as _;
+        [&self.data, &self.meta]
+            .iter()
+            .map(|k| k.tree.active_memtable().size())
+            .sum()
+    }
+
+    /// Flushes, then compacts the whole `data` keyspace into its last level. The filter removes
+    /// nothing here unless a reclaim armed it. The caller serialises it with reclaims.
+    pub fn compact_to_bottom(&self) -> Result<()> {
+        self.flush_memtables()?;
+        self.data.major_compact().map_err(fjall_err)
+    }
+
+    /// Bytes of the table files of both keyspaces, and of its writes not yet flushed from the
+    /// shared journal (measured as its memtables' size; the rest of the journal is other
+    /// buckets').
+    fn keyspace_bytes(&self) -> u64 {
+        self.data
+            .disk_space()
+            .saturating_add(self.meta.disk_space())
+            .saturating_add(self.memtable_bytes())
+    }
+
+    fn add_meta_rows(&self, batch: &mut OwnedWriteBatch, rows: &[MetaRow]) {
+        for row in rows {
+            match &row.value {
+                Some(value) => batch.insert(&self.meta, row.name.as_bytes(), value.as_slice()),
+                None => batch.remove(&self.meta, row.name.as_bytes()),
+            }
+        }
+    }
+
+    fn batch(&self) -> Result<OwnedWriteBatch> {
+        Ok(self.database.db()?.batch())
+    }
+
+    /// Iterates `keyspace` in full, calling `visit` per row. Damage fjall reports (a block whose
+    /// checksum does not match, or that does not decode) is a finding, reported with the last
+    /// key read before it; any other error ends the check.
+    fn scan_verified(
+        keyspace: &Keyspace,
+        what: &str,
+        verifier: &mut Verifier,
+        mut visit: impl FnMut(&mut Verifier, &[u8], &[u8]),
+    ) -> Result<()> {
+        let mut last_key: Option<Vec<u8>> = None;
+        for guard in keyspace.iter() {
+            match guard.into_inner() {
+                Ok((key, value)) => {
+                    visit(verifier, &key, &value);
+                    last_key = Some(key.to_vec());
+                }
+                Err(e) if is_damage(&e) => {
+                    verifier.engine_check_failed(last_key.as_deref(), format!("{what}: {e}"));
+                    return Ok(());
+                }
+                Err(e) => return Err(fjall_err(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The work of one reclaim, with the threshold already in force in the filter: flush, then
+    /// compact `data` into its last level. The counts are the filter counters' change over the
+    /// flush and the compaction: exact when no background compaction of the keyspace
+    /// interleaves, approximate otherwise (as RocksDB's). Everything below the threshold is
+    /// physically gone when it returns either way.
+    fn reclaim_compaction(&self) -> Result<ReclaimWork> {
+        let counters_before = self.filter_counters.snapshot();
+        let bytes_before = self.keyspace_bytes();
+        self.flush_memtables()?;
+        {
+            let _armed = Armed::new(&self.filter_armed);
+            self.data.major_compact().map_err(fjall_err)?;
+        }
+        self.write_flush_marker()?;
+        let delta = self.filter_counters.snapshot().since(&counters_before);
+        if delta.panics > 0 {
+            tracing::error!(
+                panics = delta.panics,
+                dir = %self.dir.display(),
+                "compaction filter panicked; the entries were kept"
+            );
+        }
+        Ok(ReclaimWork {
+            values_removed: delta.removed_values,
+            tombstones_removed: delta.removed_tombstones,
+            corrupt_kept: delta.kept_corrupt,
+            bytes_before,
+            bytes_after: self.keyspace_bytes(),
+            bytes_rewritten: None,
+            sweep: None,
+        })
+    }
+}
+
+impl Storage for FjallStorage {
+    const BACKEND: &'static str = BACKEND;
+    /// A major compaction of the bucket rewrites its live data.
+    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Rewrite;
+
+    fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
+        self.meta
+            .get(key.bytes())
+            .map(|value| value.map(|v| v.to_vec()))
+            .map_err(|e| read_err(key.bytes(), e))
+    }
+
+    fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
+        // The synced journal holds every earlier write of every bucket of the database.
+        let mut batch = self.batch()?.durability(Some(PersistMode::SyncAll));
+        batch.insert(&self.meta, key.bytes(), encode_u64(value).as_slice());
+        batch.commit().map_err(fjall_err)
+    }
+
+    fn holds_data(&self) -> Result<bool> {
+        for guard in self.data.iter() {
+            if !is_flush_marker(&guard.key().map_err(fjall_err)?) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut rows = Vec::new();
+        for guard in self.meta.prefix(prefix.as_bytes()) {
+            let (name, value) = guard.into_inner().map_err(fjall_err)?;
+            let name = String::from_utf8(name.to_vec())
+                .map_err(|_| Error::corrupt(&name, "metadata row name is not UTF-8".to_owned()))?;
+            rows.push((name, value.to_vec()));
+        }
+        Ok(rows)
+    }
+
+    fn write_meta_rows(&self, rows: &[MetaRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.batch()?;
+        self.add_meta_rows(&mut batch, rows);
+        batch.commit().map_err(fjall_err)
+    }
+
+    fn commit(
+        &self,
+        writes: &[&Record],
+        applied_end: u64,
+        rows: &[MetaRow],
+        sync: bool,
+    ) -> Result<()> {
+        let mut batch = self
+            .batch()?
+            .durability(sync.then_some(PersistMode::SyncAll));
+        for record in writes {
+            batch.insert(&self.data, record.key(), record.encoded_value());
+        }
+        // The applied end rides in the same batch, one journal entry: a crash never separates
+        // them.
+        batch.insert(
+            &self.meta,
+            MetaKey::AppliedEnd.bytes(),
+            encode_u64(applied_end).as_slice(),
+        );
+        self.add_meta_rows(&mut batch, rows);
+        batch.commit().map_err(fjall_err)
+    }
+
+    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+        let value = self.data.get(key).map_err(|e| read_err(key, e))?;
+        read(value.as_deref())
+    }
+
+    /// Answers from the active memtable, the newest data of the keyspace, without touching a
+    /// file; `None` when the key is not there (it may sit in a sealed memtable or a table).
+    fn get_inline<T>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        use fjall::AbstractTree as _;
+        // The same view as `get`, which reads at the highest sequence number.
+        match self.data.tree.active_memtable().get(key, fjall::SeqNo::MAX) {
+            Some(entry) if entry.is_tombstone() => read(None).map(Some),
+            Some(entry) => read(Some(&entry.value)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A reclaim flushes, then major-compacts the whole `data` keyspace into its last level,
+    /// during which the filter removes what the threshold covers (a removal is a fjall tombstone,
+    /// evicted at the last level). A purge (`reclaim_below`) puts its threshold in the filter
+    /// for the duration of the call; a plain reclaim's threshold is the filter's own `W − D`.
+    fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
+        // Held for the whole compaction; dropping it restores `W − D`.
+        let _purge = request
+            .purge
+            .then(|| self.filter_threshold.purge_below(request.threshold));
+        self.reclaim_compaction()
+    }
+
+    fn bytes_on_disk(&self) -> Result<u64> {
+        Ok(self.keyspace_bytes())
+    }
+
+    fn live_entries(&self) -> Result<LiveEntries> {
+        // The flush marker, once written, is not an entry.
+        let marker = self
+            .data
+            .contains_key(flush_marker_key())
+            .map_err(fjall_err)?;
+        Ok(LiveEntries {
+            count: (self.data.approximate_len() as u64).saturating_sub(u64::from(marker)),
+            exact: false,
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.database
+            .db()?
+            .persist(PersistMode::SyncAll)
+            .map_err(fjall_err)
+    }
+
+    /// Flushes both keyspaces' memtables into table files and syncs the journal, so a cleanly
+    /// closed bucket reopens from its table files.
+    fn close(&self) -> Result<()> {
+        self.flush_memtables()?;
+        self.flush()
+    }
+
+    /// Every row of `data` must decode below the applied end; both keyspaces are read in full,
+    /// every block loaded checked against its checksum (fjall keeps no offset index to compare).
+    fn verify(&self, verifier: &mut Verifier) -> Result<()> {
+        verifier.engine_check("fjall block checksums (every block of both keyspaces)");
+        Self::scan_verified(&self.data, "data", verifier, |v, key, stored| {
+            if !is_flush_marker(key) {
+                v.data_row(key, stored);
+            }
+        })?;
+        Self::scan_verified(&self.meta, "meta", verifier, |_, _, _| {})
+    }
+}
+
+#[cfg(feature = "testing")]
+impl disk::testing::StorageHooks for FjallStorage {
+    fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
+        let mut batch = self.batch()?.durability(Some(PersistMode::SyncAll));
+        batch.insert(&self.data, key, stored);
+        batch.commit().map_err(fjall_err)
+    }
+
+    /// Flushes, then compacts `data` into its last level ([`FjallStorage::compact_to_bottom`]).
+    fn settle(&self) -> Result<()> {
+        self.compact_to_bottom()
+    }
+}
+
+/// How a bucket's `data` keyspace is created: `memtable_bytes` memtables, and LZ4 for data
+/// and index blocks at every level (as RocksDB's buckets), which also keeps the flush marker's
+/// long key to a few hundred bytes in the index.
+pub fn data_keyspace_options(memtable_bytes: u64) -> KeyspaceCreateOptions {
+    let lz4 = || CompressionPolicy::all(CompressionType::Lz4);
+    KeyspaceCreateOptions::default()
+        .max_memtable_size(memtable_bytes)
+        .data_block_compression_policy(lz4())
+        .index_block_compression_policy(lz4())
+}
+
+fn data_name(name: &str) -> String {
+    format!("{name}{DATA_SUFFIX}")
+}
+
+fn meta_name(name: &str) -> String {
+    format!("{name}{META_SUFFIX}")
+}
+
+fn record_body(name: &str) -> String {
+    format!("keyspace={name}\n")
+}
+
+/// The keyspace name the record at `record_path` holds; `None` when there is no record.
+fn read_record(dir: &Path, record_path: &Path) -> Result<Option<String>> {
+    let text = match std::fs::read(record_path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::Io(e)),
+    };
+    let name = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| t.strip_prefix("keyspace="))
+        .and_then(|t| t.strip_suffix('\n'))
+        .filter(|name| !name.is_empty() && !name.contains('\n'));
+    match name {
+        Some(name) => Ok(Some(name.to_owned())),
+        None => Err(Error::Damaged {
+            path: dir.to_path_buf(),
+            reason: format!("its {KEYSPACE_RECORD} is unreadable ({} bytes)", text.len()),
+        }),
+    }
+}
+
+/// Whether the shared database directory of the bucket at `dir` exists.
+fn shared_database_exists(dir: &Path) -> Result<bool> {
+    let shared = crate::database::shared_dir_of(dir)?;
+    Ok(shared.is_dir())
+}
+
+/// A keyspace name for the new bucket at `dir`: its directory name, or, when keyspaces of that
+/// name are left in the shared database (a bucket directory deleted without its keyspaces, or
+/// one renamed), the name with the first free `~<n>` suffix. Leftover keyspaces are never reused:
+/// they may belong to a bucket that was moved.
+fn free_name(database: &DatabaseLease, dir: &Path) -> Result<String> {
+    let base = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty() && n.len() <= MAX_DIR_NAME)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "a fjall bucket directory name must be UTF-8 of 1 to {MAX_DIR_NAME} bytes: {}",
+                dir.display()
+            ))
+        })?;
+    let taken = |name: &str| -> Result<bool> {
+        Ok(database.keyspace_exists(&data_name(name))?
+            || database.keyspace_exists(&meta_name(name))?)
+    };
+    if !taken(base)? {
+        return Ok(base.to_owned());
+    }
+    for n in 1..u32::MAX {
+        let name = format!("{base}~{n}");
+        if !taken(&name)? {
+            return Ok(name);
+        }
+    }
+    Err(Error::ResourceLimit {
+        path: dir.to_path_buf(),
+        message: "every keyspace name for this directory is taken".to_owned(),
+    })
+}
+
+/// Arms a bucket's filter for the guard's life (also on an error path).
+struct Armed<'a>(&'a AtomicBool);
+
+impl<'a> Armed<'a> {
+    fn new(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::Release);
+        Armed(flag)
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
