@@ -182,11 +182,7 @@ impl SharedDatabase {
     fn open(path: PathBuf, settings: &FjallContextOptions) -> Result<Self> {
         let routes: Arc<Routes> = Arc::default();
         let assigner_routes = Arc::clone(&routes);
-        let db = Database::builder(&path)
-            .cache_size(settings.cache_bytes)
-            .worker_threads(settings.worker_threads.max(1))
-            .max_journaling_size(settings.journal_budget_bytes.max(MIN_JOURNAL_BUDGET))
-            .max_cached_files(Some(settings.max_cached_files.max(MIN_CACHED_FILES)))
+        let db = tuned_builder(&path, settings)
             .with_compaction_filter_factories(Arc::new(move |keyspace: &str| {
                 keyspace.ends_with(DATA_SUFFIX).then(|| {
                     Arc::new(RoutedFilterFactory {
@@ -211,6 +207,20 @@ impl SharedDatabase {
             })?;
         Ok(SharedDatabase { db, path, routes })
     }
+}
+
+/// A fjall database builder at `path` tuned as `settings` say (block cache, workers, journal
+/// budget, descriptor cache): the shared databases' own, and a raw fjall baseline's, so a
+/// benchmark compares Tidemark's bookkeeping, not tuning.
+pub fn tuned_builder(
+    path: &Path,
+    settings: &FjallContextOptions,
+) -> fjall::DatabaseBuilder<Database> {
+    Database::builder(path)
+        .cache_size(settings.cache_bytes)
+        .worker_threads(settings.worker_threads.max(1))
+        .max_journaling_size(settings.journal_budget_bytes.max(MIN_JOURNAL_BUDGET))
+        .max_cached_files(Some(settings.max_cached_files.max(MIN_CACHED_FILES)))
 }
 
 fn lock_routes(routes: &Routes) -> MutexGuard<'_, HashMap<String, Arc<TagThresholdFilterFactory>>> {

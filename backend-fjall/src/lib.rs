@@ -31,7 +31,10 @@ pub use compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
 pub use context::{
     FDS_PER_BUCKET, FIXED_FDS_PER_DATABASE, FjallContext, FjallContextOptions, MEMORY_PER_BUCKET,
 };
-pub use database::{DATA_SUFFIX, FLUSH_MARKER_LEN, META_SUFFIX, SHARED_DIR};
+pub use database::{
+    DATA_SUFFIX, FLUSH_MARKER_LEN, META_SUFFIX, MIN_CACHED_FILES, MIN_JOURNAL_BUDGET, SHARED_DIR,
+    tuned_builder,
+};
 /// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
 pub use disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
@@ -39,4 +42,6 @@ pub use disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, Thresho
 pub use disk::{BackendContext, DiskBackend};
 pub use engine::FjallEngine;
 pub use error::BACKEND;
+/// The fjall crate this backend is built on (for baselines tuned like its buckets).
+pub use fjall;
 pub use storage::{KEYSPACE_RECORD, data_keyspace_options};

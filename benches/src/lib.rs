@@ -221,6 +221,7 @@ pub fn open_raw(
         Backend::RocksDb if !indexed => Some(Box::new(RawRocks::open(config, path))),
         Backend::Sled => Some(Box::new(RawSled::open(config, path, indexed))),
         Backend::Redb => Some(Box::new(RawRedb::open(config, path, indexed))),
+        Backend::Fjall if !indexed => Some(Box::new(RawFjall::open(config, path))),
         _ => None,
     }
 }
@@ -231,6 +232,76 @@ fn records(batch: &WriteBatch) -> impl Iterator<Item = (&[u8], Option<&[u8]>, u6
         Record::Put { key, value, offset } => (key.as_slice(), Some(value.as_slice()), *offset),
         Record::Delete { key, offset } => (key.as_slice(), None, *offset),
     })
+}
+
+/// Raw fjall: its own database tuned exactly like the buckets' shared one (the settings of the
+/// shared context), one keyspace created like a bucket's `data` keyspace.
+pub struct RawFjall {
+    // Declared first: the keyspace handle goes before the database closes.
+    data: tidemark::fjall::fjall::Keyspace,
+    db: tidemark::fjall::fjall::Database,
+}
+
+impl RawFjall {
+    /// Opens a raw fjall database at `path` with the settings of `config`'s fjall context.
+    pub fn open(config: &BackendConfig, path: &Path) -> Self {
+        use tidemark::BackendContext as _;
+        let context = match config.context::<tidemark::fjall::Fjall>() {
+            Some(context) => context.clone(),
+            None => tidemark::fjall::FjallContext::global().unwrap(),
+        };
+        let settings = context.settings();
+        let db = tidemark::fjall::tuned_builder(path, settings)
+            .open()
+            .unwrap();
+        let memtable = settings.memtable_bytes.max(64 << 10);
+        let data = db
+            .keyspace("data", || tidemark::fjall::data_keyspace_options(memtable))
+            .unwrap();
+        RawFjall { data, db }
+    }
+
+    /// Flushes the memtable, then major-compacts the keyspace, as a tagged reclaim does.
+    fn flush_and_compact(&self) {
+        self.data.rotate_memtable_and_wait().unwrap();
+        self.data.major_compact().unwrap();
+    }
+}
+
+impl RawStore for RawFjall {
+    fn write(&self, batch: &WriteBatch) {
+        let mut wb = self.db.batch();
+        for (k, v, _) in records(batch) {
+            match v {
+                Some(v) => wb.insert(&self.data, k, v),
+                None => wb.remove(&self.data, k),
+            }
+        }
+        wb.commit().unwrap();
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.data.get(key).unwrap().map(|v| v.to_vec())
+    }
+    /// A synced write, as the bucket's watermark write is.
+    fn put_durable(&self, key: &[u8], value: &[u8]) {
+        let mut wb = self
+            .db
+            .batch()
+            .durability(Some(tidemark::fjall::fjall::PersistMode::SyncAll));
+        wb.insert(&self.data, key, value);
+        wb.commit().unwrap();
+    }
+    /// Deletes, then the flush and major compaction that make them physical.
+    fn remove(&self, keys: &[Vec<u8>]) {
+        let mut wb = self.db.batch();
+        keys.iter()
+            .for_each(|k| wb.remove(&self.data, k.as_slice()));
+        wb.commit().unwrap();
+        self.flush_and_compact();
+    }
+    fn settle(&self) {
+        self.flush_and_compact();
+    }
 }
 
 /// Raw RocksDB, tuned exactly like the buckets (the options of the shared context), in its

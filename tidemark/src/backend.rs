@@ -25,15 +25,19 @@ pub enum Backend {
     Redb,
     /// RocksDB with the tag-threshold compaction filter (feature `rocksdb`).
     RocksDb,
+    /// fjall, a pure-Rust LSM tree, with the same tag-threshold compaction filter (feature
+    /// `fjall`).
+    Fjall,
 }
 
 impl Backend {
     /// Every backend, compiled in or not.
-    pub const ALL: [Backend; 4] = [
+    pub const ALL: [Backend; 5] = [
         Backend::Memory,
         Backend::Sled,
         Backend::Redb,
         Backend::RocksDb,
+        Backend::Fjall,
     ];
 
     /// The backend's name as used on the command line and in store markers.
@@ -43,6 +47,7 @@ impl Backend {
             Backend::Sled => "sled",
             Backend::Redb => "redb",
             Backend::RocksDb => "rocksdb",
+            Backend::Fjall => "fjall",
         }
     }
 
@@ -53,6 +58,7 @@ impl Backend {
             Backend::Sled => cfg!(feature = "sled"),
             Backend::Redb => cfg!(feature = "redb"),
             Backend::RocksDb => cfg!(feature = "rocksdb"),
+            Backend::Fjall => cfg!(feature = "fjall"),
         }
     }
 
@@ -92,7 +98,7 @@ impl Backend {
             .ok_or_else(|| {
                 Error::Unsupported(format!(
                     "{} holds a store of backend {:?}, which this build does not know \
-                     (it knows memory, sled, redb, rocksdb)",
+                     (it knows memory, sled, redb, rocksdb, fjall)",
                     path.display(),
                     marker.backend
                 ))
@@ -259,7 +265,12 @@ impl BackendConfig {
 
 /// Opens a bucket of the visited backend from its context in the config, or its default.
 #[cfg_attr(
-    not(any(feature = "sled", feature = "redb", feature = "rocksdb")),
+    not(any(
+        feature = "sled",
+        feature = "redb",
+        feature = "rocksdb",
+        feature = "fjall"
+    )),
     allow(dead_code, reason = "no disk backend is compiled in")
 )]
 struct OpenBucket<'a> {
@@ -282,7 +293,12 @@ impl registry::Visit for OpenBucket<'_> {
 
 /// Adds a fresh context of the visited backend, sized for so many buckets.
 #[cfg_attr(
-    not(any(feature = "sled", feature = "redb", feature = "rocksdb")),
+    not(any(
+        feature = "sled",
+        feature = "redb",
+        feature = "rocksdb",
+        feature = "fjall"
+    )),
     allow(dead_code, reason = "no disk backend is compiled in")
 )]
 struct Budget {
@@ -314,7 +330,7 @@ impl FromStr for Backend {
             .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown backend {s:?}; expected one of memory, sled, redb, rocksdb"
+                    "unknown backend {s:?}; expected one of memory, sled, redb, rocksdb, fjall"
                 ))
             })
     }

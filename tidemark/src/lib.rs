@@ -11,7 +11,7 @@
 //! outcomes, statistics and errors, the [`MemoryEngine`], the [`VerifyReport`]), the bucket
 //! layer (`tidemark_bucket`: [`HistoricalBucket`], [`ReclaimScheduler`], [`MemoryLake`]), the
 //! process-wide opt-ins of the disk toolkit ([`contain`], [`process`]) and one backend per cargo
-//! feature (`sled`, `redb`, `rocksdb`, all on by default), and lets programs choose among the
+//! feature (`sled`, `redb`, `rocksdb`, `fjall`, all on by default), and lets programs choose among the
 //! compiled-in backends at run time with [`Backend`]. Writing a backend takes the crates
 //! themselves (`tidemark-engine-api`, `tidemark-disk`), not this facade. The contract is
 //! `docs/DESIGN.md` at the workspace root.
@@ -137,3 +137,7 @@ pub use backend_redb as redb;
 /// The RocksDB backend.
 #[cfg(feature = "rocksdb")]
 pub use backend_rocksdb as rocksdb;
+
+/// The fjall backend.
+#[cfg(feature = "fjall")]
+pub use backend_fjall as fjall;

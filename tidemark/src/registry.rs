@@ -9,7 +9,12 @@ use crate::Backend;
 
 /// Something done with one disk backend's types (open a bucket, create a context).
 #[cfg_attr(
-    not(any(feature = "sled", feature = "redb", feature = "rocksdb")),
+    not(any(
+        feature = "sled",
+        feature = "redb",
+        feature = "rocksdb",
+        feature = "fjall"
+    )),
     allow(dead_code, reason = "no disk backend is compiled in")
 )]
 pub(crate) trait Visit {
@@ -31,6 +36,8 @@ pub(crate) fn visit<V: Visit>(backend: Backend, visit: V) -> Result<V::Output> {
         Backend::Redb => visit.visit::<backend_redb::Redb>(),
         #[cfg(feature = "rocksdb")]
         Backend::RocksDb => visit.visit::<backend_rocksdb::RocksDb>(),
+        #[cfg(feature = "fjall")]
+        Backend::Fjall => visit.visit::<backend_fjall::Fjall>(),
         other => {
             drop(visit);
             Err(not_compiled(other))
