@@ -13,11 +13,11 @@
 //! keyspace's table files. A compaction filter that removes the newest flushed entries lowers
 //! that highest number, so a reopen would replay the removed writes from the journal: reclaimed
 //! entries would come back. So the filter removes nothing in fjall's own background compactions
-//! (it is armed only for a reclaim's major compaction), and every reclaim ends by writing the
+//! (it is armed only for a reclaim's major compaction), and every reclaim starts by writing the
 //! bucket's *flush marker* (a row under a key one byte longer than any user key,
-//! [`crate::database::FLUSH_MARKER_LEN`], which the filter never removes) and flushing it: the
-//! table files then always hold a sequence number at least as new as every write flushed
-//! before, and nothing reclaimed is replayed.
+//! [`crate::database::FLUSH_MARKER_LEN`], which the filter never removes) and flushing it with
+//! everything before it: the table files then always hold a sequence number at least as new as
+//! every entry the compaction removes, and nothing reclaimed is replayed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -211,7 +211,7 @@ impl FjallStorage {
             keyspace.rotate_memtable().map_err(fjall_err)?;
         }
         let deadline = Instant::now() + FLUSH_DEADLINE;
-        let mut pause = Duration::from_micros(200);
+        let mut pause = Duration::from_micros(50);
         while self.data.sealed_memtable_count() + self.meta.sealed_memtable_count() > 0 {
             if Instant::now() >= deadline {
                 return Err(Error::backend(
@@ -223,16 +223,19 @@ impl FjallStorage {
                     ),
                 ));
             }
-            // fjall's workers flush and offer no completion signal; back off up to 10 ms.
+            // fjall's workers flush and offer no completion signal. A small bucket's flush takes
+            // about a millisecond, so the wait backs off only to 1 ms: a longer pause would be
+            // most of a small reclaim's time.
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(10));
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
         Ok(())
     }
 
-    /// Writes the flush marker and flushes it into a table file (see the module docs): after
-    /// it, the newest sequence number among the table files is at least that of every write
-    /// flushed before, so a reopen replays none of what a reclaim removed.
+    /// Writes the flush marker and flushes it, with everything written before, into table files
+    /// (see the module docs): from then on the newest sequence number among the table files is
+    /// at least that of every entry a compaction of them may remove, so a reopen replays none of
+    /// what a reclaim removed.
     fn write_flush_marker(&self) -> Result<()> {
         let mut batch = self.batch()?;
         batch.insert(&self.data, flush_marker_key(), &[][..]);
@@ -313,12 +316,13 @@ impl FjallStorage {
     fn reclaim_compaction(&self) -> Result<ReclaimWork> {
         let counters_before = self.filter_counters.snapshot();
         let bytes_before = self.keyspace_bytes();
-        self.flush_memtables()?;
+        // The marker first, flushed with everything before it: every entry the compaction can
+        // remove is older than the marker, which it keeps.
+        self.write_flush_marker()?;
         {
             let _armed = Armed::new(&self.filter_armed);
             self.data.major_compact().map_err(fjall_err)?;
         }
-        self.write_flush_marker()?;
         let delta = self.filter_counters.snapshot().since(&counters_before);
         if delta.panics > 0 {
             tracing::error!(

@@ -1,9 +1,9 @@
 //! Tagged buckets against each engine's raw baseline, one group per operation.
 //!
-//! Every ID is `<backend>/<param>` for a tagged bucket (`sled`, `redb`, `rocksdb`, opened through
+//! Every ID is `<backend>/<param>` for a tagged bucket (`sled`, `redb`, `rocksdb`, `fjall`, opened through
 //! `Backend::open_with` with the bench configuration, unsynced writes) and `raw-<backend>/<param>`
 //! for the same engine driven through its own API with the same tuning (RocksDB: the shared
-//! context's options; sled and redb: a bucket's cache share), the same keys and the same 128-byte
+//! context's options; fjall: a database built like the shared one, a keyspace like a bucket's; sled and redb: a bucket's cache share), the same keys and the same 128-byte
 //! incompressible payloads. Throughput is in records or keys per iteration. Read a group as
 //! ratios within one run (e.g. `apply/redb/batch-100` ÷ `apply/raw-redb/batch-100`); absolute
 //! times on a shared machine are not meaningful. The memory backend is left out: it has no engine

@@ -1,0 +1,141 @@
+//! The layout fjall buckets share: one database per directory of buckets, a keyspace record per
+//! bucket, and what an open refuses.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::path::Path;
+
+use backend_fjall::{BackendContext, FjallContext, FjallEngine, KEYSPACE_RECORD, SHARED_DIR};
+use engine_api::{Engine, EngineOptions, Error, LocalLookup};
+
+fn open(ctx: &FjallContext, path: &Path) -> engine_api::Result<FjallEngine> {
+    FjallEngine::open_in(ctx, path, EngineOptions::default())
+}
+
+fn value(engine: &FjallEngine, key: &[u8]) -> Option<Vec<u8>> {
+    match engine.lookup(key).unwrap() {
+        LocalLookup::Value { bytes, .. } => Some(bytes),
+        _ => None,
+    }
+}
+
+#[test]
+fn buckets_of_one_directory_share_a_database_and_keep_their_own_keyspaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let a = open(&ctx, &tmp.path().join("a")).unwrap();
+    let b = open(&ctx, &tmp.path().join("b")).unwrap();
+    assert_eq!(a.database_path().unwrap(), b.database_path().unwrap());
+    assert_eq!(
+        a.database_path().unwrap(),
+        tmp.path().canonicalize().unwrap().join(SHARED_DIR)
+    );
+    assert_eq!((a.keyspace_name(), b.keyspace_name()), ("a", "b"));
+    a.put(b"k", b"from-a", 0).unwrap();
+    b.put(b"k", b"from-b", 0).unwrap();
+    assert_eq!(value(&a, b"k").as_deref(), Some(&b"from-a"[..]));
+    assert_eq!(value(&b, b"k").as_deref(), Some(&b"from-b"[..]));
+    // Reclaiming one bucket leaves the other's entries alone.
+    a.advance_watermark(1).unwrap();
+    assert_eq!(a.reclaim().unwrap().values_removed, 1);
+    assert_eq!(value(&a, b"k"), None);
+    assert_eq!(value(&b, b"k").as_deref(), Some(&b"from-b"[..]));
+    assert_eq!(ctx.open_buckets(), 2);
+    drop((a, b));
+    assert_eq!(ctx.open_buckets(), 0);
+    // The database closed with its last bucket; both reopen from it.
+    let b = open(&ctx, &tmp.path().join("b")).unwrap();
+    assert_eq!(value(&b, b"k").as_deref(), Some(&b"from-b"[..]));
+    let a = open(&ctx, &tmp.path().join("a")).unwrap();
+    assert_eq!((value(&a, b"k"), a.watermark()), (None, 1));
+}
+
+#[test]
+fn a_bucket_open_twice_in_one_process_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let path = tmp.path().join("bucket");
+    let first = open(&ctx, &path).unwrap();
+    let err = open(&ctx, &path).unwrap_err();
+    assert!(err.to_string().contains("already open"), "{err}");
+    // A copy of the directory names the same keyspaces: refused as well while the original is
+    // open, never two engines writing one keyspace.
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(&path).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    let err = open(&ctx, &copy).unwrap_err();
+    assert!(err.to_string().contains("already open"), "{err}");
+    drop(first);
+    assert!(open(&ctx, &path).is_ok());
+}
+
+#[test]
+fn a_recreated_directory_never_reuses_leftover_keyspaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let path = tmp.path().join("bucket");
+    {
+        let e = open(&ctx, &path).unwrap();
+        e.put(b"old", b"v", 0).unwrap();
+    }
+    std::fs::remove_dir_all(&path).unwrap();
+    let e = open(&ctx, &path).unwrap();
+    assert_eq!(e.keyspace_name(), "bucket~1");
+    assert_eq!((e.applied_end(), value(&e, b"old")), (0, None));
+}
+
+#[test]
+fn a_record_naming_missing_keyspaces_or_unreadable_is_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let path = tmp.path().join("bucket");
+    drop(open(&ctx, &path).unwrap());
+    let record = path.join(KEYSPACE_RECORD);
+    std::fs::write(&record, "keyspace=elsewhere\n").unwrap();
+    assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
+    std::fs::write(&record, [0xff, 0x00]).unwrap();
+    assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
+    std::fs::remove_file(&record).unwrap();
+    // The high-water record says a store lived here: a missing record is damage too.
+    assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
+}
+
+#[test]
+fn a_missing_shared_database_is_damage_not_a_new_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let path = tmp.path().join("bucket");
+    {
+        let e = open(&ctx, &path).unwrap();
+        e.put(b"k", b"v", 0).unwrap();
+    }
+    std::fs::remove_dir_all(tmp.path().join(SHARED_DIR)).unwrap();
+    assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
+    assert!(!tmp.path().join(SHARED_DIR).exists(), "nothing was created");
+}
+
+#[test]
+fn reclaimed_entries_stay_gone_across_reopens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let path = tmp.path().join("bucket");
+    {
+        let e = open(&ctx, &path).unwrap();
+        // Only in the journal and the memtable when the reclaim removes them.
+        e.put(b"a", b"v", 0).unwrap();
+        e.delete(b"b", 1).unwrap();
+        e.put(b"c", b"kept", 2).unwrap();
+        e.advance_watermark(2).unwrap();
+        let r = e.reclaim().unwrap();
+        assert_eq!((r.values_removed, r.tombstones_removed), (1, 1));
+    }
+    for _ in 0..2 {
+        let e = open(&ctx, &path).unwrap();
+        assert_eq!(e.lookup(b"a").unwrap(), LocalLookup::Miss);
+        assert_eq!(e.lookup(b"b").unwrap(), LocalLookup::Miss);
+        assert_eq!(value(&e, b"c").as_deref(), Some(&b"kept"[..]));
+        assert_eq!(e.reclaim().unwrap().removed(), 0);
+    }
+}
