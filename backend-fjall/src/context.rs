@@ -125,19 +125,25 @@ impl BackendContext for FjallContext {
         self.inner.budget.open_buckets()
     }
 
-    /// What `buckets` open buckets in one directory hold at most: one shared database's worker
-    /// threads, [`FIXED_FDS_PER_DATABASE`] descriptors and at most
+    /// What `buckets` open buckets in one directory hold at most: the worker threads and
+    /// [`FIXED_FDS_PER_DATABASE`] descriptors of one shared database per
+    /// [`MAX_BUCKETS_PER_DATABASE`](crate::MAX_BUCKETS_PER_DATABASE) buckets, and at most
     /// [`FjallContextOptions::max_cached_files`] table files (admission reserves
     /// [`FDS_PER_BUCKET`] each), the cache and the journal budget (which bounds the memtables)
     /// plus [`MEMORY_PER_BUCKET`] each.
     fn bounds(&self, buckets: usize) -> ResourceBounds {
         let s = &self.inner.settings;
         let n = buckets as u64;
-        let tables = (n * 2).min(s.max_cached_files.max(crate::database::MIN_CACHED_FILES) as u64);
+        // One shared database per `MAX_BUCKETS_PER_DATABASE` buckets, each its own workers.
+        let databases = n
+            .div_ceil(crate::database::MAX_BUCKETS_PER_DATABASE as u64)
+            .max(1);
+        let tables = (n * 2)
+            .min(databases * s.max_cached_files.max(crate::database::MIN_CACHED_FILES) as u64);
         ResourceBounds {
-            threads: s.worker_threads.max(1) as u64,
-            fds: FIXED_FDS_PER_DATABASE + tables,
-            fds_reserved: (n * FDS_PER_BUCKET).max(FIXED_FDS_PER_DATABASE + tables),
+            threads: databases * s.worker_threads.max(1) as u64,
+            fds: databases * FIXED_FDS_PER_DATABASE + tables,
+            fds_reserved: (n * FDS_PER_BUCKET).max(databases * FIXED_FDS_PER_DATABASE + tables),
             memory_bytes: s.cache_bytes
                 + s.journal_budget_bytes
                     .max(crate::database::MIN_JOURNAL_BUDGET)

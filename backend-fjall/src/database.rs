@@ -3,10 +3,18 @@
 //!
 //! fjall starts a worker pool per `Database` (at least one thread) and journals every keyspace
 //! of a database in one journal. One database per bucket would put a thread per bucket in the
-//! process; instead every bucket whose directory sits in the same parent directory keeps its
-//! two keyspaces in one database at `<parent>/`[`SHARED_DIR`], opened when the first of them
-//! opens and closed when the last of them closes. The registry is process-wide, not per
-//! context: fjall locks its directory, so two contexts must never open the same database twice.
+//! process; instead the buckets whose directories sit in the same parent directory keep their
+//! two keyspaces in shared databases under `<parent>/`[`SHARED_DIR`], numbered `0`, `1`, ...,
+//! each opened when the first of its buckets opens and closed when the last of them closes.
+//! The registry is process-wide, not per context: fjall locks its directory, so two contexts
+//! must never open the same database twice.
+//!
+//! A database holds at most [`MAX_BUCKETS_PER_DATABASE`] buckets: while it recovers, fjall
+//! queues one flush or compaction request per keyspace that needs one (a journal replayed into
+//! its memtable after a crash, or level-0 tables) into channels of 1,000 with a blocking send,
+//! before it starts the workers that drain them, so a database of more than about 500 buckets
+//! that all need one would never finish opening (read in fjall 3.1.13's `Database::recover`; a
+//! clean close was not enough to reach it, since fjall's own compactions empty level 0).
 //!
 //! A keyspace's compaction filter is assigned when fjall opens the keyspace (at database
 //! recovery, before its bucket is open), so every `data` keyspace gets a [`RoutedFilterFactory`]
@@ -27,8 +35,13 @@ use crate::compaction_filter::TagThresholdFilterFactory;
 use crate::context::FjallContextOptions;
 use crate::error::{BACKEND, fjall_err};
 
-/// Name of the shared database's directory, beside the bucket directories it serves.
+/// Name of the directory of the shared databases, beside the bucket directories they serve.
 pub const SHARED_DIR: &str = ".tidemark-fjall";
+
+/// The most buckets (two keyspaces each) one shared database takes: 800 keyspaces stay well
+/// under the 1,000 requests fjall can queue while it recovers (see the module docs), with room
+/// for buckets created concurrently and for keyspaces left over by deleted directories.
+pub const MAX_BUCKETS_PER_DATABASE: usize = 400;
 
 /// Suffix of a bucket's data keyspace (its tagged values), after the bucket's keyspace name.
 pub const DATA_SUFFIX: &str = ".data";
@@ -48,6 +61,9 @@ pub(crate) struct SharedDatabase {
     db: Database,
     path: PathBuf,
     routes: Arc<Routes>,
+    /// Held while a bucket picks its keyspace name, creates its keyspaces and routes them, so
+    /// two new buckets never pick the same name.
+    creating: Mutex<()>,
 }
 
 impl std::fmt::Debug for SharedDatabase {
@@ -76,9 +92,46 @@ pub(crate) struct DatabaseLease {
 }
 
 impl DatabaseLease {
-    /// Opens (or joins) the shared database serving the bucket directory `bucket_dir`.
-    pub(crate) fn open(bucket_dir: &Path, settings: &FjallContextOptions) -> Result<Self> {
-        let path = shared_dir_of(bucket_dir)?;
+    /// Opens (or joins) the shared database `number` serving the bucket directory `bucket_dir`.
+    pub(crate) fn open(
+        bucket_dir: &Path,
+        number: u32,
+        settings: &FjallContextOptions,
+    ) -> Result<Self> {
+        Self::open_at(
+            shared_dir_of(bucket_dir)?.join(number.to_string()),
+            settings,
+        )
+    }
+
+    /// Whether the shared database `number` of `bucket_dir` exists on disk.
+    pub(crate) fn exists(bucket_dir: &Path, number: u32) -> Result<bool> {
+        Ok(shared_dir_of(bucket_dir)?.join(number.to_string()).is_dir())
+    }
+
+    /// Opens (or joins) the first shared database of `bucket_dir` with room for one more bucket
+    /// ([`MAX_BUCKETS_PER_DATABASE`], counting leftover keyspaces), creating the next when all
+    /// are full; returns it with its number.
+    pub(crate) fn open_with_room(
+        bucket_dir: &Path,
+        settings: &FjallContextOptions,
+    ) -> Result<(Self, u32)> {
+        let root = shared_dir_of(bucket_dir)?;
+        for number in 0..u32::MAX {
+            let path = root.join(number.to_string());
+            let existed = path.is_dir();
+            let lease = Self::open_at(path, settings)?;
+            if !existed || lease.db()?.keyspace_count() < 2 * MAX_BUCKETS_PER_DATABASE {
+                return Ok((lease, number));
+            }
+        }
+        Err(Error::ResourceLimit {
+            path: root,
+            message: "every shared fjall database of this directory is full".to_owned(),
+        })
+    }
+
+    fn open_at(path: PathBuf, settings: &FjallContextOptions) -> Result<Self> {
         let mut open = registry();
         let map = open.get_or_insert_with(HashMap::new);
         if let Some(shared) = map.get(&path).and_then(Weak::upgrade) {
@@ -107,6 +160,17 @@ impl DatabaseLease {
     /// The database's directory.
     pub(crate) fn path(&self) -> Result<&Path> {
         Ok(&self.shared()?.path)
+    }
+
+    /// Runs `create` alone among the buckets of this database that are being created.
+    pub(crate) fn creating<T>(&self, create: impl FnOnce() -> Result<T>) -> Result<T> {
+        let shared = self.shared()?;
+        // Guards no data of its own: a poisoned lock is as good as a free one.
+        let _alone = shared
+            .creating
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        create()
     }
 
     /// Whether the keyspace `name` exists.
@@ -205,7 +269,12 @@ impl SharedDatabase {
                     format!("opening the fjall database {}: {other}", path.display()),
                 ),
             })?;
-        Ok(SharedDatabase { db, path, routes })
+        Ok(SharedDatabase {
+            db,
+            path,
+            routes,
+            creating: Mutex::new(()),
+        })
     }
 }
 
@@ -232,6 +301,9 @@ fn lock_routes(routes: &Routes) -> MutexGuard<'_, HashMap<String, Arc<TagThresho
 /// absolute and free of symbolic links (once the parent exists) so every path to the same
 /// directory finds one database.
 pub(crate) fn shared_dir_of(bucket_dir: &Path) -> Result<PathBuf> {
+    // The bucket directory itself may be a link to a directory elsewhere.
+    let resolved = std::fs::canonicalize(bucket_dir).ok();
+    let bucket_dir = resolved.as_deref().unwrap_or(bucket_dir);
     let parent = match bucket_dir.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         Some(_) => Path::new("."),

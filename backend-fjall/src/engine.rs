@@ -18,8 +18,8 @@ use crate::storage::FjallStorage;
 ///
 /// `reclaim()` flushes, then major-compacts the bucket's `data` keyspace into its last level, so
 /// everything covered when it starts is physically gone when it returns. Its report counts what
-/// the filter removed during the call: exact for a bucket whose background compactions do not
-/// interleave, approximate otherwise. `reclaim_below` does the same with the filter's threshold
+/// the filter removed during the call, exactly: the filter is armed only inside a reclaim, with
+/// the threshold fixed when it started. `reclaim_below` does the same with the filter's threshold
 /// replaced by `min(threshold, W)` for the duration of the call.
 ///
 /// ```no_run
@@ -85,9 +85,9 @@ impl FjallEngine {
             .write_storage("flush_memtables", FjallStorage::flush_memtables)
     }
 
-    /// Flushes, then compacts the whole `data` keyspace into its last level. Entries covered by
-    /// `W − D` go (always allowed) without being counted in any reclaim report. Serialised with
-    /// reclaims.
+    /// Flushes, then compacts the whole `data` keyspace into its last level. The filter is not
+    /// armed, so nothing is removed: this only places older versions below newer ones (the
+    /// conformance factory's `settle`). Serialised with reclaims.
     pub fn compact_to_bottom(&self) -> Result<()> {
         self.inner
             .with_reclaimer("compact_to_bottom", FjallStorage::compact_to_bottom)

@@ -32,8 +32,8 @@ pub use context::{
     FDS_PER_BUCKET, FIXED_FDS_PER_DATABASE, FjallContext, FjallContextOptions, MEMORY_PER_BUCKET,
 };
 pub use database::{
-    DATA_SUFFIX, FLUSH_MARKER_LEN, META_SUFFIX, MIN_CACHED_FILES, MIN_JOURNAL_BUDGET, SHARED_DIR,
-    tuned_builder,
+    DATA_SUFFIX, FLUSH_MARKER_LEN, MAX_BUCKETS_PER_DATABASE, META_SUFFIX, MIN_CACHED_FILES,
+    MIN_JOURNAL_BUDGET, SHARED_DIR, tuned_builder,
 };
 /// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
 pub use disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
@@ -44,4 +44,4 @@ pub use engine::FjallEngine;
 pub use error::BACKEND;
 /// The fjall crate this backend is built on (for baselines tuned like its buckets).
 pub use fjall;
-pub use storage::{KEYSPACE_RECORD, data_keyspace_options};
+pub use storage::{KEYSPACE_RECORD, data_keyspace_options, flush_keyspaces};

@@ -110,20 +110,45 @@ impl FjallStorage {
         let record_path = dir.join(KEYSPACE_RECORD);
         init.require_engine_file(&record_path, "fjall keyspace record", FileStart::Header)?;
         let recorded = read_record(dir, &record_path)?;
-        if recorded.is_some() && !shared_database_exists(dir)? {
-            return Err(Error::Damaged {
-                path: dir.to_path_buf(),
-                reason: format!(
-                    "its {KEYSPACE_RECORD} names keyspaces in the shared fjall database \
-                     ../{SHARED_DIR}, which is missing"
-                ),
-            });
-        }
-        let database = DatabaseLease::open(dir, context.settings())?;
-        let is_new = recorded.is_none();
-        let name = match recorded {
-            Some(name) => {
-                for keyspace in [data_name(&name), meta_name(&name)] {
+        let settings = context.settings();
+        let memtable = settings.memtable_bytes.max(64 << 10);
+        let open_keyspaces = |database: &DatabaseLease,
+                              name: &str|
+         -> Result<(Keyspace, Keyspace)> {
+            let data = database.keyspace(&data_name(name), || data_keyspace_options(memtable))?;
+            let meta = database.keyspace(&meta_name(name), || {
+                KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
+            })?;
+            Ok((data, meta))
+        };
+        let home = std::fs::canonicalize(dir)?;
+        let (database, record, data, meta) = match recorded {
+            Some(record) if record.home != home => {
+                return Err(Error::backend(
+                    BACKEND,
+                    format!(
+                        "the fjall bucket directory {} was created as {}: a copied or moved \
+                         fjall bucket directory is not a store of its own (its data stays in the \
+                         shared database {} of the original's parent)",
+                        dir.display(),
+                        record.home.display(),
+                        SHARED_DIR
+                    ),
+                ));
+            }
+            Some(record) => {
+                if !DatabaseLease::exists(dir, record.database)? {
+                    return Err(Error::Damaged {
+                        path: dir.to_path_buf(),
+                        reason: format!(
+                            "its {KEYSPACE_RECORD} names keyspaces in the shared fjall database \
+                             ../{SHARED_DIR}/{}, which is missing",
+                            record.database
+                        ),
+                    });
+                }
+                let database = DatabaseLease::open(dir, record.database, settings)?;
+                for keyspace in [data_name(&record.name), meta_name(&record.name)] {
                     if !database.keyspace_exists(&keyspace)? {
                         return Err(Error::Damaged {
                             path: dir.to_path_buf(),
@@ -135,25 +160,38 @@ impl FjallStorage {
                         });
                     }
                 }
-                name
+                let (data, meta) = open_keyspaces(&database, &record.name)?;
+                (database, record, data, meta)
             }
-            None => free_name(&database, dir)?,
+            None => {
+                if home.to_str().is_none_or(|h| h.contains('\n')) {
+                    return Err(Error::invalid(format!(
+                        "a fjall bucket directory's path must be UTF-8 without line breaks: {}",
+                        home.display()
+                    )));
+                }
+                let (database, number) = DatabaseLease::open_with_room(dir, settings)?;
+                let (name, data, meta) = database.creating(|| {
+                    let name = free_name(&database, dir)?;
+                    let (data, meta) = open_keyspaces(&database, &name)?;
+                    Ok((name, data, meta))
+                })?;
+                let record = KeyspaceRecord {
+                    name,
+                    database: number,
+                    home: home.clone(),
+                };
+                // The keyspaces exist durably before the record names them: a crash in between
+                // leaves unnamed keyspaces (space, never a wrong store).
+                database
+                    .db()?
+                    .persist(PersistMode::SyncAll)
+                    .map_err(fjall_err)?;
+                write_file_atomically(dir, KEYSPACE_RECORD, record.body().as_bytes())?;
+                (database, record, data, meta)
+            }
         };
-        let settings = context.settings();
-        let memtable = settings.memtable_bytes.max(64 << 10);
-        let data = database.keyspace(&data_name(&name), || data_keyspace_options(memtable))?;
-        let meta = database.keyspace(&meta_name(&name), || {
-            KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
-        })?;
-        if is_new {
-            // The keyspaces exist durably before the record names them: a crash in between
-            // leaves unnamed keyspaces (space, never a wrong store).
-            database
-                .db()?
-                .persist(PersistMode::SyncAll)
-                .map_err(fjall_err)?;
-            write_file_atomically(dir, KEYSPACE_RECORD, record_body(&name).as_bytes())?;
-        }
+        let name = record.name;
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,
@@ -207,29 +245,12 @@ impl FjallStorage {
     /// only in compactions), and waits until no sealed memtable of either is left: the ones a
     /// reopen replays from the journal are sealed too, and a compaction never sees them.
     pub fn flush_memtables(&self) -> Result<()> {
-        for keyspace in [&self.data, &self.meta] {
-            keyspace.rotate_memtable().map_err(fjall_err)?;
-        }
-        let deadline = Instant::now() + FLUSH_DEADLINE;
-        let mut pause = Duration::from_micros(50);
-        while self.data.sealed_memtable_count() + self.meta.sealed_memtable_count() > 0 {
-            if Instant::now() >= deadline {
-                return Err(Error::backend(
-                    BACKEND,
-                    format!(
-                        "fjall's workers did not flush the memtables of {} within {} s",
-                        self.dir.display(),
-                        FLUSH_DEADLINE.as_secs()
-                    ),
-                ));
-            }
-            // fjall's workers flush and offer no completion signal. A small bucket's flush takes
-            // about a millisecond, so the wait backs off only to 1 ms: a longer pause would be
-            // most of a small reclaim's time.
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(1));
-        }
-        Ok(())
+        flush_keyspaces(&[&self.data, &self.meta]).map_err(|e| {
+            Error::backend(
+                BACKEND,
+                format!("flushing the bucket {}: {e}", self.dir.display()),
+            )
+        })
     }
 
     /// Writes the flush marker and flushes it, with everything written before, into table files
@@ -308,11 +329,12 @@ impl FjallStorage {
         Ok(())
     }
 
-    /// The work of one reclaim, with the threshold already in force in the filter: flush, then
-    /// compact `data` into its last level. The counts are the filter counters' change over the
-    /// flush and the compaction: exact when no background compaction of the keyspace
-    /// interleaves, approximate otherwise (as RocksDB's). Everything below the threshold is
-    /// physically gone when it returns either way.
+    /// The work of one reclaim, with its threshold fixed in the filter: the flush marker and a
+    /// flush, then the armed compaction of `data` into its last level. The counts are the filter
+    /// counters' change meanwhile; the filter removes nothing outside an armed window, and a
+    /// background compaction that runs inside it removes only what this reclaim would, so they
+    /// are this reclaim's (an unreadable entry two compactions meet counts twice). Everything
+    /// below the threshold is physically gone when it returns.
     fn reclaim_compaction(&self) -> Result<ReclaimWork> {
         let counters_before = self.filter_counters.snapshot();
         let bytes_before = self.keyspace_bytes();
@@ -438,10 +460,11 @@ impl Storage for FjallStorage {
     /// evicted at the last level). A purge (`reclaim_below`) puts its threshold in the filter
     /// for the duration of the call; a plain reclaim's threshold is the filter's own `W − D`.
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
-        // Held for the whole compaction; dropping it restores `W − D`.
-        let _purge = request
-            .purge
-            .then(|| self.filter_threshold.purge_below(request.threshold));
+        // Every reclaim, not only a purge, applies the threshold fixed when it started: every
+        // entry below it was committed before the flush marker, so no entry a compaction removes
+        // while the filter is armed is newer than the marker. `W − D` read by each compaction
+        // could cover an entry written after the marker, which a reopen would replay.
+        let _fixed = self.filter_threshold.purge_below(request.threshold);
         self.reclaim_compaction()
     }
 
@@ -521,35 +544,81 @@ fn meta_name(name: &str) -> String {
     format!("{name}{META_SUFFIX}")
 }
 
-fn record_body(name: &str) -> String {
-    format!("keyspace={name}\n")
+/// Flushes the memtables of `keyspaces` into table files and waits until none of them has a
+/// sealed memtable left (a reopen's replayed ones included, which fjall's own
+/// `rotate_memtable_and_wait` does not wait for): the buckets' flush, and a raw fjall
+/// baseline's, so both wait alike.
+pub fn flush_keyspaces(keyspaces: &[&Keyspace]) -> Result<()> {
+    for keyspace in keyspaces {
+        keyspace.rotate_memtable().map_err(fjall_err)?;
+    }
+    let deadline = Instant::now() + FLUSH_DEADLINE;
+    let mut pause = Duration::from_micros(50);
+    while keyspaces.iter().any(|k| k.sealed_memtable_count() > 0) {
+        if Instant::now() >= deadline {
+            return Err(Error::backend(
+                BACKEND,
+                format!(
+                    "fjall's workers did not flush within {} s",
+                    FLUSH_DEADLINE.as_secs()
+                ),
+            ));
+        }
+        // fjall's workers flush and offer no completion signal. A small bucket's flush takes
+        // about a millisecond, so the wait backs off only to 1 ms: a longer pause would be most
+        // of a small reclaim's time.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(1));
+    }
+    Ok(())
 }
 
-/// The keyspace name the record at `record_path` holds; `None` when there is no record.
-fn read_record(dir: &Path, record_path: &Path) -> Result<Option<String>> {
+/// What [`KEYSPACE_RECORD`] holds: the bucket's keyspace name and its shared database.
+#[derive(Debug)]
+struct KeyspaceRecord {
+    name: String,
+    database: u32,
+    /// The bucket directory the record was written in (absolute, links resolved): a copy or a
+    /// move of the directory names the same keyspaces, so it is refused rather than aliased.
+    home: PathBuf,
+}
+
+impl KeyspaceRecord {
+    fn body(&self) -> String {
+        format!(
+            "keyspace={}\ndatabase={}\nhome={}\n",
+            self.name,
+            self.database,
+            self.home.display()
+        )
+    }
+}
+
+/// The record at `record_path`; `None` when there is none.
+fn read_record(dir: &Path, record_path: &Path) -> Result<Option<KeyspaceRecord>> {
     let text = match std::fs::read(record_path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::Io(e)),
     };
-    let name = std::str::from_utf8(&text)
-        .ok()
-        .and_then(|t| t.strip_prefix("keyspace="))
-        .and_then(|t| t.strip_suffix('\n'))
-        .filter(|name| !name.is_empty() && !name.contains('\n'));
-    match name {
-        Some(name) => Ok(Some(name.to_owned())),
+    let parsed = std::str::from_utf8(&text).ok().and_then(|t| {
+        let (name, rest) = t.strip_prefix("keyspace=")?.split_once('\n')?;
+        let (number, rest) = rest.strip_prefix("database=")?.split_once('\n')?;
+        let home = rest.strip_prefix("home=")?.strip_suffix('\n')?;
+        let database = number.parse::<u32>().ok()?;
+        (!name.is_empty() && !home.is_empty()).then(|| KeyspaceRecord {
+            name: name.to_owned(),
+            database,
+            home: PathBuf::from(home),
+        })
+    });
+    match parsed {
+        Some(record) => Ok(Some(record)),
         None => Err(Error::Damaged {
             path: dir.to_path_buf(),
             reason: format!("its {KEYSPACE_RECORD} is unreadable ({} bytes)", text.len()),
         }),
     }
-}
-
-/// Whether the shared database directory of the bucket at `dir` exists.
-fn shared_database_exists(dir: &Path) -> Result<bool> {
-    let shared = crate::database::shared_dir_of(dir)?;
-    Ok(shared.is_dir())
 }
 
 /// A keyspace name for the new bucket at `dir`: its directory name, or, when keyspaces of that

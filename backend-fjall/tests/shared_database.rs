@@ -4,7 +4,10 @@
 
 use std::path::Path;
 
-use backend_fjall::{BackendContext, FjallContext, FjallEngine, KEYSPACE_RECORD, SHARED_DIR};
+use backend_fjall::{
+    BackendContext, FjallContext, FjallEngine, KEYSPACE_RECORD, MAX_BUCKETS_PER_DATABASE,
+    SHARED_DIR,
+};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup};
 
 fn open(ctx: &FjallContext, path: &Path) -> engine_api::Result<FjallEngine> {
@@ -27,7 +30,11 @@ fn buckets_of_one_directory_share_a_database_and_keep_their_own_keyspaces() {
     assert_eq!(a.database_path().unwrap(), b.database_path().unwrap());
     assert_eq!(
         a.database_path().unwrap(),
-        tmp.path().canonicalize().unwrap().join(SHARED_DIR)
+        tmp.path()
+            .canonicalize()
+            .unwrap()
+            .join(SHARED_DIR)
+            .join("0")
     );
     assert_eq!((a.keyspace_name(), b.keyspace_name()), ("a", "b"));
     a.put(b"k", b"from-a", 0).unwrap();
@@ -57,8 +64,8 @@ fn a_bucket_open_twice_in_one_process_is_refused() {
     let first = open(&ctx, &path).unwrap();
     let err = open(&ctx, &path).unwrap_err();
     assert!(err.to_string().contains("already open"), "{err}");
-    // A copy of the directory names the same keyspaces: refused as well while the original is
-    // open, never two engines writing one keyspace.
+    // A copy of the directory names the same keyspaces: refused, never two engines writing one
+    // keyspace.
     let copy = tmp.path().join("copy");
     std::fs::create_dir(&copy).unwrap();
     for entry in std::fs::read_dir(&path).unwrap() {
@@ -66,9 +73,12 @@ fn a_bucket_open_twice_in_one_process_is_refused() {
         std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
     }
     let err = open(&ctx, &copy).unwrap_err();
-    assert!(err.to_string().contains("already open"), "{err}");
+    assert!(err.to_string().contains("copied or moved"), "{err}");
     drop(first);
     assert!(open(&ctx, &path).is_ok());
+    // Nor once the original is closed: the copy never writes the original's keyspaces.
+    let err = open(&ctx, &copy).unwrap_err();
+    assert!(err.to_string().contains("copied or moved"), "{err}");
 }
 
 #[test]
@@ -93,7 +103,19 @@ fn a_record_naming_missing_keyspaces_or_unreadable_is_damage() {
     let path = tmp.path().join("bucket");
     drop(open(&ctx, &path).unwrap());
     let record = path.join(KEYSPACE_RECORD);
-    std::fs::write(&record, "keyspace=elsewhere\n").unwrap();
+    let home = path.canonicalize().unwrap();
+    let home = home.display();
+    std::fs::write(
+        &record,
+        format!("keyspace=elsewhere\ndatabase=0\nhome={home}\n"),
+    )
+    .unwrap();
+    assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
+    std::fs::write(
+        &record,
+        format!("keyspace=bucket\ndatabase=7\nhome={home}\n"),
+    )
+    .unwrap();
     assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
     std::fs::write(&record, [0xff, 0x00]).unwrap();
     assert!(matches!(open(&ctx, &path), Err(Error::Damaged { .. })));
@@ -137,5 +159,32 @@ fn reclaimed_entries_stay_gone_across_reopens() {
         assert_eq!(e.lookup(b"b").unwrap(), LocalLookup::Miss);
         assert_eq!(value(&e, b"c").as_deref(), Some(&b"kept"[..]));
         assert_eq!(e.reclaim().unwrap().removed(), 0);
+    }
+}
+
+/// A directory of more buckets than one shared database takes
+/// ([`MAX_BUCKETS_PER_DATABASE`]) spreads them over several, and every one of them reopens.
+#[test]
+fn a_directory_of_many_buckets_spreads_over_databases_that_all_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let buckets = MAX_BUCKETS_PER_DATABASE + 120;
+    let ctx = FjallContext::for_buckets(buckets).unwrap();
+    let path = |i: usize| tmp.path().join(format!("b{i}"));
+    {
+        let engines: Vec<_> = (0..buckets)
+            .map(|i| {
+                let e = open(&ctx, &path(i)).unwrap();
+                e.put(b"k", format!("v{i}").as_bytes(), 0).unwrap();
+                e
+            })
+            .collect();
+        let first = engines[0].database_path().unwrap();
+        let last = engines[buckets - 1].database_path().unwrap();
+        assert_eq!(first.file_name().unwrap(), "0");
+        assert_eq!(last.file_name().unwrap(), "1");
+    }
+    for i in [0, MAX_BUCKETS_PER_DATABASE - 1, buckets - 1] {
+        let e = open(&ctx, &path(i)).unwrap();
+        assert_eq!(value(&e, b"k"), Some(format!("v{i}").into_bytes()));
     }
 }

@@ -263,7 +263,7 @@ impl RawFjall {
 
     /// Flushes the memtable, then major-compacts the keyspace, as a tagged reclaim does.
     fn flush_and_compact(&self) {
-        self.data.rotate_memtable_and_wait().unwrap();
+        tidemark::fjall::flush_keyspaces(&[&self.data]).unwrap();
         self.data.major_compact().unwrap();
     }
 }
