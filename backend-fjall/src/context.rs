@@ -1,9 +1,14 @@
 //! The context many fjall buckets share: the settings of the shared databases they open
 //! ([`crate::database`]), and the bucket budget.
 //!
-//! Threads and descriptors do not grow with the number of buckets: the buckets of one directory
-//! share one database, with one worker pool, one journal, one block cache and one table-file
-//! descriptor cache.
+//! Threads and descriptors grow with the number of shared databases, not of buckets: the buckets
+//! of one directory share databases of up to
+//! [`MAX_BUCKETS_PER_DATABASE`](crate::MAX_BUCKETS_PER_DATABASE), each with one worker pool, one
+//! journal, one block cache and one table-file descriptor cache.
+//!
+//! A shared database takes the settings of the context that opened it first: a bucket opened
+//! from another context joins it as it is (its cache, workers and journal budget), as RocksDB's
+//! thread pools are the last context's.
 
 use std::sync::Mutex;
 
