@@ -9,12 +9,13 @@
 //! The registry is process-wide, not per context: fjall locks its directory, so two contexts
 //! must never open the same database twice.
 //!
-//! A database holds at most [`MAX_BUCKETS_PER_DATABASE`] buckets: while it recovers, fjall
-//! queues one flush or compaction request per keyspace that needs one (a journal replayed into
-//! its memtable after a crash, or level-0 tables) into channels of 1,000 with a blocking send,
-//! before it starts the workers that drain them, so a database of more than about 500 buckets
-//! that all need one would never finish opening (read in fjall 3.1.13's `Database::recover`; a
-//! clean close was not enough to reach it, since fjall's own compactions empty level 0).
+//! A database holds at most [`MAX_BUCKETS_PER_DATABASE`] buckets, a precaution: while it
+//! recovers, fjall 3.1.13 (`Database::recover`) queues one flush or compaction request per
+//! keyspace that needs one into channels of 1,000 with a blocking send before it starts the
+//! workers that drain them, so by that reading a database of more than about 500 buckets that
+//! all need one could block its own open. Neither a clean close nor a crash of 520 buckets in one
+//! database reached it in tests (their keyspaces did not all need a request), but the cost of the
+//! cap is small: one more worker pool per 400 buckets.
 //!
 //! A keyspace's compaction filter is assigned when fjall opens the keyspace (at database
 //! recovery, before its bucket is open), so every `data` keyspace gets a [`RoutedFilterFactory`]

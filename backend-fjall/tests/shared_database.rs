@@ -188,3 +188,60 @@ fn a_directory_of_many_buckets_spreads_over_databases_that_all_reopen() {
         assert_eq!(value(&e, b"k"), Some(format!("v{i}").into_bytes()));
     }
 }
+
+/// Set in the child process of the crash test: the directory its buckets go in.
+const CRASH_CHILD_DIR: &str = "TIDEMARK_FJALL_CRASH_CHILD_DIR";
+/// Buckets the crash test writes: more than one shared database takes.
+const CRASH_BUCKETS: usize = MAX_BUCKETS_PER_DATABASE + 120;
+/// The child's exit code once every bucket is written (and none is closed).
+const CRASH_CHILD_EXIT: i32 = 42;
+
+/// A process killed with hundreds of buckets open and nothing flushed: every bucket of both its
+/// shared databases reopens with its acknowledged write, replayed from the journal.
+#[test]
+fn many_buckets_reopen_after_a_crash_left_every_journal_unflushed() {
+    if let Some(dir) = std::env::var_os(CRASH_CHILD_DIR) {
+        let dir = std::path::PathBuf::from(dir);
+        let ctx = FjallContext::for_buckets(CRASH_BUCKETS).unwrap();
+        let engines: Vec<_> = (0..CRASH_BUCKETS)
+            .map(|i| {
+                let e = open(&ctx, &dir.join(format!("b{i}"))).unwrap();
+                e.put(b"k", format!("v{i}").as_bytes(), 0).unwrap();
+                e.flush().unwrap();
+                e
+            })
+            .collect();
+        // Dies with every bucket open: nothing is closed, no memtable flushed.
+        std::process::exit(CRASH_CHILD_EXIT + i32::from(engines.is_empty()));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "many_buckets_reopen_after_a_crash_left_every_journal_unflushed",
+            "--test-threads=1",
+        ])
+        .env(CRASH_CHILD_DIR, tmp.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(CRASH_CHILD_EXIT), "{status:?}");
+    // The reopen runs on its own thread: a recovery that blocks fails the test instead of
+    // hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = tmp.path().to_path_buf();
+    std::thread::spawn(move || {
+        let ctx = FjallContext::for_buckets(4).unwrap();
+        let read = |i: usize| -> engine_api::Result<Option<Vec<u8>>> {
+            let e = open(&ctx, &root.join(format!("b{i}")))?;
+            Ok(value(&e, b"k"))
+        };
+        let _ = tx.send([0, CRASH_BUCKETS / 2, CRASH_BUCKETS - 1].map(|i| (i, read(i))));
+    });
+    let read = rx
+        .recv_timeout(std::time::Duration::from_secs(90))
+        .expect("reopening after the crash did not finish within 90 s");
+    for (i, got) in read {
+        assert_eq!(got.unwrap(), Some(format!("v{i}").into_bytes()));
+    }
+}
