@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+use engine_api::sync::lock;
 use engine_api::{Error, Result};
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
@@ -80,11 +81,10 @@ impl std::fmt::Debug for SharedDatabase {
 /// database still closing.
 static OPEN: Mutex<Option<HashMap<PathBuf, Weak<SharedDatabase>>>> = Mutex::new(None);
 
-fn registry() -> MutexGuard<'static, Option<HashMap<PathBuf, Weak<SharedDatabase>>>> {
-    // The map stays consistent whatever panicked while it was held (every change is one insert
-    // or remove), so a poisoned lock is taken over.
-    OPEN.lock().unwrap_or_else(PoisonError::into_inner)
-}
+/// What the registry's lock is called in [`Error::Poisoned`].
+const REGISTRY: &str = "shared fjall database registry";
+/// What a database's filter routes' lock is called in [`Error::Poisoned`].
+const ROUTES: &str = "fjall compaction filter routes";
 
 /// A bucket's hold on its shared database; the database closes when the last lease is dropped.
 #[derive(Debug)]
@@ -133,7 +133,7 @@ impl DatabaseLease {
     }
 
     fn open_at(path: PathBuf, settings: &FjallContextOptions) -> Result<Self> {
-        let mut open = registry();
+        let mut open = lock(&OPEN, REGISTRY)?;
         let map = open.get_or_insert_with(HashMap::new);
         if let Some(shared) = map.get(&path).and_then(Weak::upgrade) {
             return Ok(DatabaseLease {
@@ -165,12 +165,7 @@ impl DatabaseLease {
 
     /// Runs `create` alone among the buckets of this database that are being created.
     pub(crate) fn creating<T>(&self, create: impl FnOnce() -> Result<T>) -> Result<T> {
-        let shared = self.shared()?;
-        // Guards no data of its own: a poisoned lock is as good as a free one.
-        let _alone = shared
-            .creating
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _alone = lock(&self.shared()?.creating, "fjall bucket creation")?;
         create()
     }
 
@@ -199,7 +194,7 @@ impl DatabaseLease {
     /// over each other.
     pub(crate) fn route(&self, name: &str, factory: Arc<TagThresholdFilterFactory>) -> Result<()> {
         let shared = self.shared()?;
-        let mut routes = lock_routes(&shared.routes);
+        let mut routes = lock(&shared.routes, ROUTES)?;
         if routes.contains_key(name) {
             return Err(Error::backend(
                 BACKEND,
@@ -218,7 +213,7 @@ impl DatabaseLease {
     /// Stops routing compactions of `name` to `factory` (they keep everything from now on).
     pub(crate) fn unroute(&self, name: &str, factory: &Arc<TagThresholdFilterFactory>) {
         if let Ok(shared) = self.shared() {
-            let mut routes = lock_routes(&shared.routes);
+            let mut routes = lock_routes_infallibly(&shared.routes);
             if routes.get(name).is_some_and(|f| Arc::ptr_eq(f, factory)) {
                 routes.remove(name);
             }
@@ -231,7 +226,9 @@ impl Drop for DatabaseLease {
         let Some(shared) = self.shared.take() else {
             return;
         };
-        let mut open = registry();
+        // A drop cannot fail, so a poisoned registry is taken over: every change to the map is
+        // one insert or remove, so it is consistent whatever panicked while it was held.
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
         // The last lease closes the database while holding the registry, so nobody reopens it
         // before fjall has released its lock and joined its workers.
         if Arc::strong_count(&shared) == 1
@@ -293,8 +290,12 @@ pub fn tuned_builder(
         .max_cached_files(Some(settings.max_cached_files.max(MIN_CACHED_FILES)))
 }
 
-fn lock_routes(routes: &Routes) -> MutexGuard<'_, HashMap<String, Arc<TagThresholdFilterFactory>>> {
-    // Each change is one insert or remove: consistent whatever panicked meanwhile.
+/// The routes, for the callers that cannot fail (a drop, fjall's filter factory on its worker
+/// thread): a poisoned lock is taken over, as each change is one insert or remove, consistent
+/// whatever panicked meanwhile. Callers that can fail use `lock` and report `Error::Poisoned`.
+fn lock_routes_infallibly(
+    routes: &Routes,
+) -> MutexGuard<'_, HashMap<String, Arc<TagThresholdFilterFactory>>> {
     routes.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -337,7 +338,9 @@ impl Factory for RoutedFilterFactory {
     }
 
     fn make_filter(&self, context: &Context) -> Box<dyn CompactionFilter> {
-        let factory = lock_routes(&self.routes).get(&self.keyspace).cloned();
+        let factory = lock_routes_infallibly(&self.routes)
+            .get(&self.keyspace)
+            .cloned();
         match factory {
             Some(factory) => Box::new(KeepingMarker(factory.make_filter(context))),
             None => Box::new(KeepAll),

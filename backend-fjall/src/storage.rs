@@ -346,22 +346,7 @@ impl FjallStorage {
             self.data.major_compact().map_err(fjall_err)?;
         }
         let delta = self.filter_counters.snapshot().since(&counters_before);
-        if delta.panics > 0 {
-            tracing::error!(
-                panics = delta.panics,
-                dir = %self.dir.display(),
-                "compaction filter panicked; the entries were kept"
-            );
-        }
-        Ok(ReclaimWork {
-            values_removed: delta.removed_values,
-            tombstones_removed: delta.removed_tombstones,
-            corrupt_kept: delta.kept_corrupt,
-            bytes_before,
-            bytes_after: self.keyspace_bytes(),
-            bytes_rewritten: None,
-            sweep: None,
-        })
+        Ok(delta.reclaim_work(&self.dir, bytes_before, self.keyspace_bytes(), None))
     }
 }
 

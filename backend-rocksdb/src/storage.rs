@@ -265,22 +265,12 @@ impl RocksDbStorage {
             .filter(|f| !files_before.contains(&f.name))
             .map(|f| f.size as u64)
             .sum();
-        if delta.panics > 0 {
-            tracing::error!(
-                panics = delta.panics,
-                path = %self.db_path.display(),
-                "compaction filter panicked; the entries were kept"
-            );
-        }
-        Ok(ReclaimWork {
-            values_removed: delta.removed_values,
-            tombstones_removed: delta.removed_tombstones,
-            corrupt_kept: delta.kept_corrupt,
+        Ok(delta.reclaim_work(
+            &self.db_path,
             bytes_before,
             bytes_after,
-            bytes_rewritten: Some(bytes_rewritten),
-            sweep: None,
-        })
+            Some(bytes_rewritten),
+        ))
     }
 }
 

@@ -16,10 +16,13 @@
 //!   is kept and the panic counted.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use engine_api::codec;
+
+use crate::ReclaimWork;
 
 /// Returns the current limit, or `None` to remove nothing. Read once per compaction.
 pub type ThresholdSupplier = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
@@ -57,6 +60,36 @@ pub struct FilterCounterSnapshot {
     pub manual_compactions: u64,
     /// Filters created for the engine's own background compactions.
     pub automatic_compactions: u64,
+}
+
+impl FilterCounterSnapshot {
+    /// What a reclaim did, from these counters' change over it (values and tombstones removed,
+    /// unreadable entries kept) and the store's sizes, which the backend measures; a panic the
+    /// filter caught meanwhile is logged against `store`, the entries it met having been kept.
+    pub fn reclaim_work(
+        &self,
+        store: &Path,
+        bytes_before: u64,
+        bytes_after: u64,
+        bytes_rewritten: Option<u64>,
+    ) -> ReclaimWork {
+        if self.panics > 0 {
+            tracing::error!(
+                panics = self.panics,
+                store = %store.display(),
+                "compaction filter panicked; the entries were kept"
+            );
+        }
+        ReclaimWork {
+            values_removed: self.removed_values,
+            tombstones_removed: self.removed_tombstones,
+            corrupt_kept: self.kept_corrupt,
+            bytes_before,
+            bytes_after,
+            bytes_rewritten,
+            sweep: None,
+        }
+    }
 }
 
 impl FilterCounters {
