@@ -141,3 +141,8 @@ pub use backend_rocksdb as rocksdb;
 /// The fjall backend.
 #[cfg(feature = "fjall")]
 pub use backend_fjall as fjall;
+
+/// The Apache Iceberg lake: tiering writer, lookuper, expiry and compaction (cargo feature
+/// `iceberg`).
+#[cfg(feature = "iceberg")]
+pub use lake_iceberg as iceberg;

@@ -1,0 +1,35 @@
+//! Tidemark's Apache Iceberg lake: the lake table a host tiers its buckets' logs into, read
+//! back by the lookuper a bucket falls back to on a local miss.
+//!
+//! - [`IcebergLake`] opens (or creates) an Iceberg table on a local directory, with its own
+//!   one-table catalog whose commit is an atomic pointer replacement.
+//! - [`TieringWriter`] writes buckets' WAL records as versioned rows `(bucket, key, offset,
+//!   deleted, value)` into Parquet data files sorted by key, and commits one snapshot per commit
+//!   whose summary property [`OFFSETS_PROPERTY`] (`fluss-offsets`) records each bucket's
+//!   exclusive end offset. A restarted writer reads the committed ends from the table.
+//! - [`IcebergLookuper`] is a [`LakeLookuper`](tidemark_bucket::LakeLookuper): it refreshes to a
+//!   snapshot by sequence number, answers a key's newest version at or below it, and reads a
+//!   batch of keys in one scan.
+//! - [`IcebergLake::expire_snapshots`] and [`IcebergLake::compact`] are the table maintenance a
+//!   lake runs, so lookups meet real expiry.
+//!
+//! What the format cannot do, and how the design works around it, is in `docs/DESIGN.md`
+//! (§ The Iceberg lake).
+
+mod catalog;
+mod data_files;
+mod durable;
+mod error;
+mod lake;
+mod lookuper;
+mod maintenance;
+mod offsets;
+mod rows;
+mod snapshots;
+mod writer;
+
+pub use lake::IcebergLake;
+pub use lookuper::{IcebergLookuper, LookuperCounters};
+pub use maintenance::Expiry;
+pub use offsets::OFFSETS_PROPERTY;
+pub use writer::{LakeCommit, TieringWriter};

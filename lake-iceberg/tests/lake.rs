@@ -1,0 +1,371 @@
+//! The Iceberg lake on its own: tiering, lookups at snapshots, restart, failed commits, damaged
+//! files, expiry and compaction.
+
+use engine_api::batch::Record;
+use lake_iceberg::{IcebergLake, OFFSETS_PROPERTY};
+use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot};
+
+fn put(key: &str, offset: u64) -> Record {
+    Record::put(key, format!("{key}@{offset}"), offset)
+}
+
+fn value(key: &str, offset: u64) -> Option<Vec<u8>> {
+    Some(format!("{key}@{offset}").into_bytes())
+}
+
+fn keys(names: &[&str]) -> Vec<Vec<u8>> {
+    names.iter().map(|k| k.as_bytes().to_vec()).collect()
+}
+
+#[tokio::test]
+async fn commits_are_snapshots_ordered_by_sequence_with_each_buckets_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    assert_eq!(lake.latest(1).await.unwrap(), LakeSnapshot::default());
+    let writer = lake.tiering_writer().await.unwrap();
+    writer
+        .append(
+            1,
+            [
+                put("a", 0),
+                put("b", 1),
+                Record::delete("a", 2),
+                put("b", 3),
+            ],
+        )
+        .await
+        .unwrap();
+    writer.append(2, [put("a", 0)]).await.unwrap();
+
+    let first = writer.commit(&[(1, 2), (2, 1)]).await.unwrap();
+    assert_eq!(first.snapshot(1), LakeSnapshot::new(1, 2));
+    assert_eq!(first.snapshot(2), LakeSnapshot::new(1, 1));
+    assert_eq!(first.rows(), 3);
+    // Bucket 2 keeps its end when only bucket 1 moves; an untiered bucket ends at 0.
+    let second = writer.commit(&[(1, 4)]).await.unwrap();
+    assert_eq!(second.snapshot(1), LakeSnapshot::new(2, 4));
+    assert_eq!(second.snapshot(2), LakeSnapshot::new(2, 1));
+    assert_eq!(second.snapshot(9), LakeSnapshot::new(2, 0));
+    assert_eq!(lake.latest(1).await.unwrap(), LakeSnapshot::new(2, 4));
+    assert_eq!(
+        lake.snapshots(1).await.unwrap(),
+        vec![LakeSnapshot::new(1, 2), LakeSnapshot::new(2, 4)]
+    );
+
+    let one = lake.lookuper(1);
+    // Before a refresh the lookuper serves the empty lake.
+    assert_eq!(one.lookup(b"b").await.unwrap(), None);
+    one.refresh(first.snapshot(1)).await.unwrap();
+    assert_eq!(one.lookup(b"a").await.unwrap(), value("a", 0));
+    assert_eq!(one.lookup(b"b").await.unwrap(), value("b", 1));
+    one.refresh(second.snapshot(1)).await.unwrap();
+    assert_eq!(one.lookup(b"a").await.unwrap(), None, "deleted at offset 2");
+    assert_eq!(one.lookup(b"b").await.unwrap(), value("b", 3));
+    assert_eq!(one.lookup(b"never").await.unwrap(), None);
+    // Time travel back to the first snapshot still answers as of it.
+    one.refresh(first.snapshot(1)).await.unwrap();
+    assert_eq!(one.lookup(b"b").await.unwrap(), value("b", 1));
+
+    // Buckets do not see each other's keys.
+    let two = lake.lookuper(2);
+    two.refresh(second.snapshot(2)).await.unwrap();
+    assert_eq!(two.lookup(b"a").await.unwrap(), value("a", 0));
+    assert_eq!(two.lookup(b"b").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn refreshes_to_unknown_or_mismatched_snapshots_are_refused_and_keep_what_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer.append(1, [put("a", 0)]).await.unwrap();
+    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    let lookuper = lake.lookuper(1);
+    lookuper.refresh(s1).await.unwrap();
+    for bad in [
+        LakeSnapshot::new(5, 1),
+        LakeSnapshot::new(1, 2),
+        LakeSnapshot::new(0, 1),
+    ] {
+        let err = lookuper.refresh(bad).await.unwrap_err();
+        assert!(matches!(err, Error::Lake { .. }), "{bad:?}: {err}");
+    }
+    assert_eq!(lookuper.served(), s1);
+    assert_eq!(lookuper.lookup(b"a").await.unwrap(), value("a", 0));
+    lookuper.refresh(LakeSnapshot::default()).await.unwrap();
+    assert_eq!(lookuper.lookup(b"a").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn invalid_appends_and_commits_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer.append(1, [put("a", 5)]).await.unwrap();
+    assert!(matches!(
+        writer.append(1, [put("a", 4)]).await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        writer.append(u64::MAX, [put("a", 4)]).await,
+        Err(Error::InvalidInput(_))
+    ));
+    writer.commit(&[(1, 6)]).await.unwrap();
+    assert!(matches!(
+        writer.commit(&[(1, 5)]).await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        writer.commit(&[(2, 3), (2, 4)]).await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert_eq!(lake.latest(1).await.unwrap(), LakeSnapshot::new(1, 6));
+    assert_eq!(lake.latest(2).await.unwrap(), LakeSnapshot::new(1, 0));
+    // An end beyond the records appended is an offset range the log skipped.
+    let skip = writer.commit(&[(1, 9)]).await.unwrap();
+    assert_eq!(skip.rows(), 0);
+    assert_eq!(skip.snapshot(1), LakeSnapshot::new(2, 9));
+}
+
+#[tokio::test]
+async fn a_reopened_table_keeps_every_commit_and_the_writer_resumes_from_its_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let lake = IcebergLake::open(dir.path()).await.unwrap();
+        let writer = lake.tiering_writer().await.unwrap();
+        writer.append(3, [put("a", 0), put("a", 1)]).await.unwrap();
+        writer.commit(&[(3, 1)]).await.unwrap();
+        writer.commit(&[(3, 2)]).await.unwrap();
+    }
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    assert_eq!(lake.latest(3).await.unwrap(), LakeSnapshot::new(2, 2));
+    let writer = lake.tiering_writer().await.unwrap();
+    assert_eq!(writer.committed_end(3).await, 2);
+    // A replay from an older position skips what the table holds.
+    writer
+        .append(3, [put("a", 0), put("a", 1), put("b", 2)])
+        .await
+        .unwrap();
+    let commit = writer.commit(&[(3, 3)]).await.unwrap();
+    assert_eq!(commit.rows(), 1);
+    let lookuper = lake.lookuper(3);
+    lookuper.refresh(commit.snapshot(3)).await.unwrap();
+    assert_eq!(
+        lookuper.lookup_many(&keys(&["a", "b"])).await.unwrap(),
+        vec![value("a", 1), value("b", 2)]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_commit_changes_nothing_and_its_records_commit_on_the_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer.append(1, [put("a", 0)]).await.unwrap();
+    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    writer.append(1, [put("a", 1), put("b", 2)]).await.unwrap();
+
+    // The data directory is replaced by a file: writing the commit's data file fails.
+    let data = dir.path().join("data");
+    let moved = dir.path().join("data-moved");
+    std::fs::rename(&data, &moved).unwrap();
+    std::fs::write(&data, b"not a directory").unwrap();
+    let err = writer.commit(&[(1, 3)]).await.unwrap_err();
+    assert!(matches!(err, Error::Lake { .. }), "{err}");
+    assert_eq!(lake.latest(1).await.unwrap(), s1);
+    assert_eq!(writer.committed_end(1).await, 1);
+
+    std::fs::remove_file(&data).unwrap();
+    std::fs::rename(&moved, &data).unwrap();
+    let reopened = IcebergLake::open(dir.path()).await.unwrap();
+    assert_eq!(reopened.latest(1).await.unwrap(), s1);
+    let s2 = writer.commit(&[(1, 3)]).await.unwrap().snapshot(1);
+    assert_eq!(s2, LakeSnapshot::new(2, 3));
+    let lookuper = lake.lookuper(1);
+    lookuper.refresh(s2).await.unwrap();
+    assert_eq!(
+        lookuper.lookup_many(&keys(&["a", "b"])).await.unwrap(),
+        vec![value("a", 1), value("b", 2)]
+    );
+}
+
+#[tokio::test]
+async fn metadata_written_without_its_pointer_is_not_a_commit_and_a_damaged_pointer_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer.append(1, [put("a", 0)]).await.unwrap();
+    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    drop((writer, lake));
+
+    // A commit that crashed after writing its metadata file (here: half of one).
+    let metadata = dir.path().join("metadata");
+    std::fs::write(
+        metadata.join("00099-0190c0de-0000-7000-8000-000000000000.metadata.json"),
+        b"{\"format-version\": 2, \"tab",
+    )
+    .unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    assert_eq!(lake.latest(1).await.unwrap(), s1);
+
+    // The pointer names a file that is not metadata: open fails with the lake's error.
+    drop(lake);
+    std::fs::write(
+        metadata.join("tidemark-current"),
+        b"/nowhere/x.metadata.json",
+    )
+    .unwrap();
+    let err = IcebergLake::open(dir.path()).await.unwrap_err();
+    assert!(matches!(err, Error::Lake { .. }), "{err}");
+    std::fs::write(metadata.join("tidemark-current"), b"").unwrap();
+    assert!(IcebergLake::open(dir.path()).await.is_err());
+}
+
+#[tokio::test]
+async fn expired_snapshots_are_refused_and_a_reader_of_one_moves_forward_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer
+        .append(
+            1,
+            [
+                put("a", 0),
+                put("b", 1),
+                Record::delete("b", 2),
+                put("a", 3),
+            ],
+        )
+        .await
+        .unwrap();
+    let s1 = writer.commit(&[(1, 2)]).await.unwrap().snapshot(1);
+    let s2 = writer.commit(&[(1, 4)]).await.unwrap().snapshot(1);
+    let reader = lake.lookuper(1);
+    reader.refresh(s1).await.unwrap();
+    assert_eq!(reader.lookup(b"b").await.unwrap(), value("b", 1));
+
+    // Compaction: one file with each key's newest version, a snapshot at the same end.
+    let s3 = lake.compact().await.unwrap().unwrap();
+    assert_eq!(s3, 3);
+    assert_eq!(lake.latest(1).await.unwrap(), LakeSnapshot::new(3, 4));
+    let expiry = lake.expire_snapshots(1).await.unwrap();
+    assert_eq!(expiry.snapshots, 2);
+    assert!(expiry.files >= 2, "{expiry:?}");
+    assert_eq!(
+        lake.snapshots(1).await.unwrap(),
+        vec![LakeSnapshot::new(3, 4)]
+    );
+    // The old data files are gone.
+    let parquet: Vec<_> = std::fs::read_dir(dir.path().join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(parquet.len(), 1, "{parquet:?}");
+    assert!(parquet[0].starts_with("compact"), "{parquet:?}");
+
+    // Refreshing to an expired snapshot says so.
+    let fresh = lake.lookuper(1);
+    let err = fresh.refresh(s2).await.unwrap_err();
+    assert!(err.to_string().contains("expired"), "{err}");
+
+    // The reader still served the first snapshot: its read fails, it moves to the live snapshot
+    // closest to it (ahead in time: the only one left) and retries once.
+    assert_eq!(reader.lookup(b"b").await.unwrap(), None);
+    assert_eq!(reader.lookup(b"a").await.unwrap(), value("a", 3));
+    assert_eq!(reader.served(), LakeSnapshot::new(3, 4));
+    assert_eq!(reader.counters().retries, 1);
+    assert_eq!(reader.counters().lookup_failures, 0);
+
+    assert!(matches!(
+        lake.expire_snapshots(0).await,
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_reader_never_moves_back_in_time_and_prefers_the_same_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer.append(1, [put("a", 0), put("a", 1)]).await.unwrap();
+    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    let s2 = writer.commit(&[(1, 2)]).await.unwrap().snapshot(1);
+    let reader = lake.lookuper(1);
+    reader.refresh(s2).await.unwrap();
+    let old = lake.lookuper(1);
+    old.refresh(s1).await.unwrap();
+    // A compaction at the same end and a later commit: after expiry of everything older than
+    // the compaction, the reader of s2 moves to the compaction (same end), not to the newest.
+    let compacted = lake.compact().await.unwrap().unwrap();
+    writer.append(1, [put("a", 2)]).await.unwrap();
+    writer.commit(&[(1, 3)]).await.unwrap();
+    lake.expire_snapshots(2).await.unwrap();
+    assert_eq!(reader.lookup(b"a").await.unwrap(), value("a", 1));
+    assert_eq!(reader.served(), LakeSnapshot::new(compacted, 2));
+
+    // A reader of s1, whose snapshot and every snapshot ending at 1 are gone, moves to the
+    // smallest end above it.
+    assert_eq!(old.lookup(b"a").await.unwrap(), value("a", 1));
+    assert_eq!(old.served(), LakeSnapshot::new(compacted, 2));
+    assert!(lake.lookuper(1).refresh(s1).await.is_err(), "s1 expired");
+}
+
+#[tokio::test]
+async fn lookup_many_answers_as_single_lookups_across_many_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    let mut offset = 0;
+    let mut ends = Vec::new();
+    // Ten commits, each rewriting and deleting some of 200 keys: ten data files.
+    for round in 0..10u64 {
+        let mut records = Vec::new();
+        for k in 0..200u64 {
+            if (k + round) % 3 == 0 {
+                continue;
+            }
+            let key = format!("key-{k:04}");
+            records.push(if (k * 7 + round) % 11 == 0 {
+                Record::delete(key, offset)
+            } else {
+                put(&key, offset)
+            });
+            offset += 1;
+        }
+        writer.append(4, records).await.unwrap();
+        ends.push(writer.commit(&[(4, offset)]).await.unwrap().snapshot(4));
+    }
+    let all: Vec<Vec<u8>> = (0..210u64)
+        .map(|k| format!("key-{k:04}").into_bytes())
+        .collect();
+    let lookuper = lake.lookuper(4);
+    for snapshot in [ends[0], ends[4], ends[9]] {
+        lookuper.refresh(snapshot).await.unwrap();
+        let many = lookuper.lookup_many(&all).await.unwrap();
+        for (key, answer) in all.iter().zip(&many) {
+            assert_eq!(&lookuper.lookup(key).await.unwrap(), answer);
+        }
+        assert!(many.iter().any(Option::is_some));
+        assert!(many.iter().any(Option::is_none));
+    }
+    assert_eq!(
+        lookuper.lookup_many(&[]).await.unwrap(),
+        Vec::<Option<Vec<u8>>>::new()
+    );
+}
+
+#[tokio::test]
+async fn the_table_is_plain_iceberg_with_the_offsets_in_each_snapshot_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    writer.append(6, [put("a", 0)]).await.unwrap();
+    writer.commit(&[(6, 1)]).await.unwrap();
+    let pointer = std::fs::read_to_string(dir.path().join("metadata/tidemark-current")).unwrap();
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(pointer.trim()).unwrap()).unwrap();
+    assert_eq!(metadata["format-version"], 2);
+    let summary = &metadata["snapshots"][0]["summary"];
+    assert_eq!(summary["operation"], "append");
+    assert_eq!(summary[OFFSETS_PROPERTY], "{\"6\":1}");
+}
