@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use engine_api::{Engine, Record, WriteBatch};
-use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_bucket::lake::LakeSnapshot;
 use tidemark_bucket::{HistoricalBucket, Progress};
 
+use super::lakes::TestLake;
 use super::support::{self, Bucket, Rng, Wal, show};
 use crate::EngineFactory;
 
@@ -51,14 +52,19 @@ fn three_writes(k: &str, first: &str, second: &str, last: Option<&str>) -> Wal {
 /// Drives one minimal case: the host applied only offset 0 when the lake commits end 3; the
 /// answer must be the lake's newest (`last`) before and after reclaim and after offsets 1 and 2
 /// are applied.
-fn lake_ahead_minimal<F: EngineFactory>(factory: F, wal: Wal, k: &str, last: Option<&str>) {
+fn lake_ahead_minimal<F: EngineFactory, L: TestLake>(
+    factory: F,
+    wal: Wal,
+    k: &str,
+    last: Option<&str>,
+) {
     let site = support::Site::new(factory);
     support::runtime().block_on(async {
-        let (engine, lake, bucket) = support::fresh(&site).await;
-        lake.append(wal.records(0, 3).iter().cloned()).unwrap();
+        let (engine, lake, _reader, bucket) = support::fresh_on::<F, L>(&site).await;
+        lake.append(wal.records(0, 3)).await;
         apply_one(&bucket, &wal, 0).await;
 
-        let snapshot = lake.commit(3).unwrap();
+        let snapshot = lake.commit(3).await;
         match bucket.on_lake_progress(snapshot).await.unwrap() {
             Progress::Published {
                 refreshed, update, ..
@@ -93,16 +99,16 @@ fn lake_ahead_minimal<F: EngineFactory>(factory: F, wal: Wal, k: &str, last: Opt
 
 /// `put(a, old, 0)`, `put(a, mid, 1)`, `put(a, new, 2)`; only offset 0 applied when the lake
 /// commits end 3: `a` answers `new` throughout, never `mid` once offset 1 is applied.
-pub fn lake_ahead_overwrite_never_goes_back<F: EngineFactory>(factory: F) {
+pub fn lake_ahead_overwrite_never_goes_back<F: EngineFactory, L: TestLake>(factory: F) {
     let wal = three_writes("a", "old", "mid", Some("new"));
-    lake_ahead_minimal(factory, wal, "a", Some("new"));
+    lake_ahead_minimal::<F, L>(factory, wal, "a", Some("new"));
 }
 
 /// `put(d, x, 0)`, `put(d, y, 1)`, `delete(d, 2)`; only offset 0 applied when the lake commits
 /// end 3: `d` stays deleted, never `y` once offset 1 is applied.
-pub fn lake_ahead_delete_stays_deleted<F: EngineFactory>(factory: F) {
+pub fn lake_ahead_delete_stays_deleted<F: EngineFactory, L: TestLake>(factory: F) {
     let wal = three_writes("d", "x", "y", None);
-    lake_ahead_minimal(factory, wal, "d", None);
+    lake_ahead_minimal::<F, L>(factory, wal, "d", None);
 }
 
 const RANDOM_RECORDS: u64 = 600;
@@ -112,11 +118,11 @@ const RANDOM_KEYS: u64 = 24;
 /// sometimes ahead: its WAL runs ahead of both, the lake commits and notifies at random points,
 /// reclaims run at random, and after every step every key answers the newest version in the WAL
 /// up to the later of the applied end and the served lake end.
-pub fn lake_ahead_randomised_trailing_applies<F: EngineFactory>(factory: F) {
+pub fn lake_ahead_randomised_trailing_applies<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x1A4E_A4EA, RANDOM_RECORDS, RANDOM_KEYS, 4);
     support::runtime().block_on(async {
-        let (engine, lake, bucket) = support::fresh(&site).await;
+        let (engine, lake, _reader, bucket) = support::fresh_on::<F, L>(&site).await;
         let mut rng = Rng::new(0x7EA1);
         let (mut logged, mut applied, mut committed) = (0u64, 0u64, 0u64);
         let (mut lake_ahead_steps, mut host_ahead_steps) = (0, 0);
@@ -125,8 +131,7 @@ pub fn lake_ahead_randomised_trailing_applies<F: EngineFactory>(factory: F) {
                 // The host logs more records (the lake may commit them before they are applied).
                 0 => {
                     let to = (logged + 1 + rng.below(40)).min(wal.len());
-                    lake.append(wal.records(logged, to).iter().cloned())
-                        .unwrap();
+                    lake.append(wal.records(logged, to)).await;
                     logged = to;
                 }
                 // The host applies some of what it logged.
@@ -138,7 +143,7 @@ pub fn lake_ahead_randomised_trailing_applies<F: EngineFactory>(factory: F) {
                 // The lake commits part of the log and notifies the bucket.
                 2 => {
                     let end = committed + rng.below(logged - committed + 1);
-                    let snapshot = lake.commit(end).unwrap();
+                    let snapshot = lake.commit(end).await;
                     committed = end;
                     bucket.on_lake_progress(snapshot).await.unwrap();
                 }
@@ -169,15 +174,15 @@ pub fn lake_ahead_randomised_trailing_applies<F: EngineFactory>(factory: F) {
 /// the committed snapshot adopts its end, the host replays from the returned offset, and every
 /// lookup before the stop, after the restart and after the replay answers the newest version in
 /// the WAL up to the later of the two ends.
-pub fn lake_ahead_across_restart<F: EngineFactory>(factory: F) {
+pub fn lake_ahead_across_restart<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0xA4EAD, 160, 20, 4);
     support::runtime().block_on(async {
-        let lake = Arc::new(MemoryLake::new());
-        lake.append(wal.records(0, 160).iter().cloned()).unwrap();
+        let lake = L::create().await;
+        lake.append(wal.records(0, 160)).await;
         {
             let engine = site.open();
-            let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
+            let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.reader());
             bucket.recover(LakeSnapshot::default()).await.unwrap();
             support::replay::<F>(&bucket, &wal, 0, 40).await;
             support::progress::<F>(&bucket, &lake, 30).await;
@@ -193,9 +198,8 @@ pub fn lake_ahead_across_restart<F: EngineFactory>(factory: F) {
             bucket.close().await.unwrap();
         }
         let engine = site.open();
-        let reader = Arc::new(lake.reader());
-        let bucket = HistoricalBucket::new(Arc::clone(&engine), reader);
-        let committed = lake.latest().unwrap();
+        let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.reader());
+        let committed = lake.latest().await;
         let replay_from = bucket.recover(committed).await.unwrap();
         assert_eq!(replay_from, 120, "{}", F::NAME);
         support::assert_model::<F>(&bucket, &wal, 120, "restarted").await;

@@ -13,6 +13,7 @@ use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
 use tidemark_bucket::{HistoricalBucket, LakeTimeouts, Progress};
 
+use super::lakes::TestLake;
 use super::support::{self, Bucket, Wal, show};
 use crate::EngineFactory;
 
@@ -28,13 +29,14 @@ const SECOND_END: u64 = 100;
 
 /// A bucket over a new engine with the scenario's timeouts, recovered from the empty lake, the
 /// whole WAL applied and lake progress to [`FIRST_END`] published and reclaimed.
-async fn setup<F: EngineFactory>(
+async fn setup<F: EngineFactory, L: TestLake>(
     site: &support::Site<F>,
     wal: &Wal,
-) -> (Arc<F::Engine>, Arc<MemoryLake>, Bucket) {
+) -> (Arc<F::Engine>, L, Arc<L::Reader>, Bucket) {
     let engine = site.open();
-    let lake = Arc::new(MemoryLake::new());
-    let bucket = timed_bucket(Arc::clone(&engine), Arc::clone(&lake));
+    let lake = L::create().await;
+    let reader = lake.reader();
+    let bucket = timed_bucket(Arc::clone(&engine), Arc::clone(&reader));
     bucket
         .recover(Default::default())
         .await
@@ -42,10 +44,13 @@ async fn setup<F: EngineFactory>(
     support::write::<F>(&bucket, &lake, wal, 0, RECORDS).await;
     support::progress::<F>(&bucket, &lake, FIRST_END).await;
     support::reclaim::<F>(&bucket).await;
-    (engine, lake, bucket)
+    (engine, lake, reader, bucket)
 }
 
-fn timed_bucket<E: Engine + 'static>(engine: Arc<E>, lake: Arc<MemoryLake>) -> Bucket {
+fn timed_bucket<E: Engine + 'static, R: LakeLookuper + 'static>(
+    engine: Arc<E>,
+    lake: Arc<R>,
+) -> Bucket {
     let timeouts = LakeTimeouts::default()
         .with_refresh(REFRESH_TIMEOUT)
         .with_lookup(LOOKUP_TIMEOUT);
@@ -66,27 +71,44 @@ fn assert_lake_error(e: &Error, timeout: Option<(&str, Duration)>, when: &str) {
     }
 }
 
+/// What the lookups of a failing lake came to.
+struct Split {
+    /// Local misses that failed with the lake's error.
+    misses: u64,
+    /// Local misses of keys the lake never held, answered from the table's metadata alone.
+    answered_from_metadata: u64,
+}
+
 /// Looks every key up while the lake fails or hangs: a key the engine answers locally gets the
-/// model's answer, every local miss is the lake error. Then `lookup_many` fails as a whole when a
-/// miss is among its keys and answers the local hits alone. Returns the local misses.
+/// model's answer, every local miss is the lake error, except (on a lake whose metadata still
+/// answers, [`TestLake::METADATA_ANSWERS_ABSENT_KEYS`]) a key no data file can hold, which is
+/// absent. Then `lookup_many` fails as a whole when a failing miss is among its keys and answers
+/// the local hits alone.
 async fn lookups_split_at_the_lake<F: EngineFactory>(
     engine: &F::Engine,
     bucket: &Bucket,
     wal: &Wal,
     timeout: Option<(&str, Duration)>,
-) -> u64 {
+    metadata_answers: bool,
+) -> Split {
     let mut hits = Vec::new();
     let mut misses = 0;
+    let mut answered_from_metadata = 0;
     for key in wal.keys() {
         let when = format!("{}: lookup {}", F::NAME, show(&key));
         let local = engine.lookup(&key).unwrap();
         match bucket.lookup(&key).await {
-            Ok(got) => {
-                assert_ne!(
-                    local,
-                    LocalLookup::Miss,
-                    "{when}: a miss answered without a lake"
+            Ok(got) if local == LocalLookup::Miss => {
+                assert!(metadata_answers, "{when}: a miss answered without a lake");
+                assert_eq!(
+                    key,
+                    support::ABSENT,
+                    "{when}: the lake answered a written key"
                 );
+                assert_eq!(got, None, "{when}");
+                answered_from_metadata += 1;
+            }
+            Ok(got) => {
                 assert_eq!(got, wal.answer_at(&key, RECORDS), "{when}");
                 hits.push(key);
             }
@@ -109,13 +131,16 @@ async fn lookups_split_at_the_lake<F: EngineFactory>(
     let answers = bucket.lookup_many(&hits).await.unwrap();
     let model: Vec<_> = hits.iter().map(|k| wal.answer_at(k, RECORDS)).collect();
     assert_eq!(answers, model, "{}: lookup_many of local hits", F::NAME);
-    misses
+    Split {
+        misses,
+        answered_from_metadata,
+    }
 }
 
 /// Lake progress to [`SECOND_END`] once the lake works again: published, and every key answers
 /// the model.
-async fn heals<F: EngineFactory>(bucket: &Bucket, lake: &MemoryLake, wal: &Wal) {
-    let snapshot = lake.latest().unwrap();
+async fn heals<F: EngineFactory>(bucket: &Bucket, lake: &impl TestLake, wal: &Wal) {
+    let snapshot = lake.latest().await;
     let p = bucket.on_lake_progress(snapshot).await.unwrap();
     assert!(
         matches!(p, Progress::Published { .. }),
@@ -132,34 +157,44 @@ async fn heals<F: EngineFactory>(bucket: &Bucket, lake: &MemoryLake, wal: &Wal) 
 /// local misses fail with `Error::Lake` while local values and tombstones are still answered;
 /// `lookup_many` fails as a whole on a miss and answers local hits alone. Healed, the same
 /// notification publishes.
-pub fn erroring_lake_lookuper<F: EngineFactory>(factory: F) {
+pub fn erroring_lake_lookuper<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0xE_44, RECORDS, 24, 6);
     support::runtime().block_on(async {
-        let (engine, lake, bucket) = setup(&site, &wal).await;
-        let served = lake.served();
-        let second = lake.commit(SECOND_END).unwrap();
-        lake.fail_refreshes(true);
+        let (engine, lake, reader, bucket) = setup::<F, L>(&site, &wal).await;
+        let served = L::served(&reader);
+        let second = lake.commit(SECOND_END).await;
+        lake.fail(&reader, true).await;
         for attempt in 1..=3 {
             let err = bucket.on_lake_progress(second).await.unwrap_err();
             assert_lake_error(&err, None, &format!("{}: notification {attempt}", F::NAME));
             assert_eq!(engine.watermark(), FIRST_END, "{}: W moved", F::NAME);
             assert_eq!(bucket.lake_end(), FIRST_END);
-            assert_eq!(lake.served(), served);
+            assert_eq!(L::served(&reader), served);
             assert_eq!(bucket.stats().refresh_failures, attempt);
         }
         assert_eq!(support::reclaim::<F>(&bucket).await.removed(), 0);
 
-        lake.fail_lookups(true);
-        let misses = lookups_split_at_the_lake::<F>(&engine, &bucket, &wal, None).await;
+        let split = lookups_split_at_the_lake::<F>(
+            &engine,
+            &bucket,
+            &wal,
+            None,
+            L::METADATA_ANSWERS_ABSENT_KEYS,
+        )
+        .await;
         let stats = bucket.stats();
-        // Each single lookup that missed, and each miss of the lookup_many.
-        assert_eq!(stats.lake_failures, 2 * misses, "{}: {stats:?}", F::NAME);
+        // Each single lookup that failed, and each local miss of the lookup_many.
+        assert_eq!(
+            stats.lake_failures,
+            2 * split.misses + split.answered_from_metadata,
+            "{}: {stats:?}",
+            F::NAME
+        );
         assert_eq!(stats.lake_timeouts, 0);
         assert_eq!(engine.watermark(), FIRST_END);
 
-        lake.fail_refreshes(false);
-        lake.fail_lookups(false);
+        lake.fail(&reader, false).await;
         heals::<F>(&bucket, &lake, &wal).await;
     });
 }
@@ -172,22 +207,22 @@ pub fn hanging_lake_refresh_times_out<F: EngineFactory>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x4A6, RECORDS, 24, 6);
     support::paused_runtime().block_on(async {
-        let (engine, lake, bucket) = setup(&site, &wal).await;
-        let served = lake.served();
+        let (engine, lake, reader, bucket) = setup::<F, MemoryLake>(&site, &wal).await;
+        let served = reader.served();
         let second = lake.commit(SECOND_END).unwrap();
-        lake.hold_refreshes();
+        reader.hold_refreshes();
         let err = bucket.on_lake_progress(second).await.unwrap_err();
         let refresh = Some(("lake refresh to snapshot", REFRESH_TIMEOUT));
         assert_lake_error(&err, refresh, &format!("{}: hanging refresh", F::NAME));
         assert_eq!(
-            lake.held_refreshes(),
+            reader.held_refreshes(),
             0,
             "{}: the refresh was not dropped",
             F::NAME
         );
         assert_eq!(engine.watermark(), FIRST_END, "{}: W moved", F::NAME);
         assert_eq!(bucket.lake_end(), FIRST_END);
-        assert_eq!(lake.served(), served);
+        assert_eq!(reader.served(), served);
         let stats = bucket.stats();
         assert_eq!((stats.lake_timeouts, stats.refresh_failures), (1, 1));
         // The previous snapshot still answers the keys whose local entries were reclaimed.
@@ -195,9 +230,9 @@ pub fn hanging_lake_refresh_times_out<F: EngineFactory>(factory: F) {
         assert!(bucket.stats().lake_fallbacks > 0);
 
         // Recovery of another bucket over this engine, through a lookuper that hangs too.
-        let reader = Arc::new(lake.reader());
-        reader.hold_refreshes();
-        let other = timed_bucket(Arc::clone(&engine), Arc::clone(&reader));
+        let other_reader = Arc::new(MemoryLake::reader(&lake));
+        other_reader.hold_refreshes();
+        let other = timed_bucket(Arc::clone(&engine), Arc::clone(&other_reader));
         let err = other.recover(second).await.unwrap_err();
         assert_lake_error(&err, refresh, &format!("{}: hanging recovery", F::NAME));
         assert_eq!(
@@ -206,14 +241,14 @@ pub fn hanging_lake_refresh_times_out<F: EngineFactory>(factory: F) {
             "{}: recovery moved W",
             F::NAME
         );
-        assert_eq!(reader.served(), None);
+        assert_eq!(other_reader.served(), None);
         let stats = other.stats();
         assert_eq!((stats.lake_timeouts, stats.recoveries), (1, 0));
         drop(other);
 
-        lake.release_refreshes();
+        reader.release_refreshes();
         heals::<F>(&bucket, &lake, &wal).await;
-        assert_eq!(lake.served(), Some(second));
+        assert_eq!(reader.served(), Some(second));
     });
 }
 
@@ -224,20 +259,22 @@ pub fn hanging_lake_lookup_times_out<F: EngineFactory>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x4A61, RECORDS, 24, 6);
     support::paused_runtime().block_on(async {
-        let (engine, lake, bucket) = setup(&site, &wal).await;
-        lake.set_lookup_delay(HANG);
+        let (engine, lake, reader, bucket) = setup::<F, MemoryLake>(&site, &wal).await;
+        reader.set_lookup_delay(HANG);
         let timeout = Some(("lake lookup", LOOKUP_TIMEOUT));
-        let misses = lookups_split_at_the_lake::<F>(&engine, &bucket, &wal, timeout).await;
+        let misses = lookups_split_at_the_lake::<F>(&engine, &bucket, &wal, timeout, false)
+            .await
+            .misses;
         let stats = bucket.stats();
         // Each single lookup that missed, and the one lookup_many that had misses.
         assert_eq!(stats.lake_timeouts, misses + 1, "{}: {stats:?}", F::NAME);
         assert_eq!(stats.lake_failures, 2 * misses, "{}: {stats:?}", F::NAME);
-        assert_eq!(lake.counters().lookup_calls, 0);
+        assert_eq!(reader.counters().lookup_calls, 0);
         assert_eq!(engine.watermark(), FIRST_END);
 
-        lake.set_lookup_delay(Duration::ZERO);
+        reader.set_lookup_delay(Duration::ZERO);
         lake.commit(SECOND_END).unwrap();
         heals::<F>(&bucket, &lake, &wal).await;
-        assert!(lake.lookup(support::ABSENT).await.unwrap().is_none());
+        assert!(reader.lookup(support::ABSENT).await.unwrap().is_none());
     });
 }

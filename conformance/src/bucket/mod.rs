@@ -23,6 +23,7 @@
 mod continuous;
 mod lake_ahead;
 mod lake_faults;
+pub mod lakes;
 mod lookup_many;
 mod notifications;
 mod ordering;
@@ -32,6 +33,8 @@ mod republish;
 mod restart;
 mod soak;
 pub mod support;
+
+pub use lakes::TestLake;
 mod tombstones;
 
 pub use continuous::continuous_writer_with_trailing_lake;
@@ -71,14 +74,30 @@ macro_rules! for_each_bucket_scenario {
             lookup_many_matches_lookup [] "lookup_many answers every key as lookup does (values, tombstones, lake fallbacks, absent), with one lake call for the misses and none for local hits",
             repeated_and_out_of_order_notifications [] "repeated and stale lake progress is ignored and counted; W never decreases; clamped progress advances again later",
             refresh_ordering_under_slow_refresh [] "a held refresh keeps W where it was; lookups racing the publish are always right; a W published without refresh is refused, not answered stale",
-            republish_same_end_refreshes_lookuper [] "a newer snapshot at the same end offset refreshes the lookuper without moving W (the old one expired); older and repeated ones are ignored and counted; an id newer but ending earlier is refused",
             republish_with_failing_refresh [] "a republish whose refresh fails keeps the old snapshot served, publishes nothing and surfaces the error; the retry goes through",
-            snapshot_expiry_under_continuous_writes [] "a continuously written bucket while the lake commits, compacts and expires old snapshots: every lookup is answered from a live snapshot, with the model's answer",
             failed_refresh_leaves_watermark [] "a failed refresh publishes nothing (W, served snapshot, data unchanged); a failing lake lookup is an error",
-            erroring_lake_lookuper [] "a lookuper whose refreshes and lookups fail: every notification is Error::Lake and W never moves; local misses are Error::Lake, local hits still answered; healed, it publishes",
             hanging_lake_refresh_times_out [] "a refresh that never completes: on_lake_progress and recover return Error::Lake after the configured timeout (paused clock), W unchanged, the previous snapshot still served",
             hanging_lake_lookup_times_out [] "lake lookups that hang: lookup and lookup_many of local misses return Error::Lake after the configured timeout (paused clock); local hits answered; W untouched",
             scheduler_retries_failed_reclaims [Faults] "reclaims failing midway (injected) are retried by the scheduler with backoff and counted (failed, retries, runs); every lookup answers the model; nothing covered is left after the retry",
+            soak [] "writers behind one offset sequencer, readers (lookup, lookup_many), a trailing lake and the scheduler at once, bounded by TIDEMARK_SOAK_OPS records: every answer is the model's at an end the lookup could see, no acknowledged write lost, no older version after a newer one, W monotonic",
+        }
+    };
+}
+
+/// Calls `$callback! { $args  name [Need, ...] "what it checks", ... }` with every lake
+/// scenario: the bucket scenarios that drive a lake table through its life (commits, compaction,
+/// expiry, recovery from its latest snapshot, a lake ahead of the host, a failing lake). Each is
+/// generic over the lake ([`TestLake`]): [`bucket_cases!`](crate::bucket_cases) runs them on
+/// [`MemoryLake`](tidemark_bucket::lake::MemoryLake) and, with cargo feature `iceberg`,
+/// [`iceberg_bucket_cases!`](crate::iceberg_bucket_cases) on an Iceberg table.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_lake_scenario {
+    ($callback:ident! $args:tt) => {
+        $crate::$callback! { $args
+            republish_same_end_refreshes_lookuper [] "a newer snapshot at the same end offset refreshes the lookuper without moving W (the old one expired); older and repeated ones are ignored and counted; an id newer but ending earlier is refused",
+            snapshot_expiry_under_continuous_writes [] "a continuously written bucket while the lake commits, compacts and expires old snapshots: every lookup is answered from a live snapshot, with the model's answer",
+            erroring_lake_lookuper [] "a lookuper whose refreshes and lookups fail: every notification is Error::Lake and W never moves; local misses are Error::Lake, local hits still answered; healed, it publishes",
             restart_mid_stream [Reopen] "close and reopen mid-stream, recover from the committed snapshot, replay from the returned offset, continue: same answers as the model",
             leader_change_with_newer_lake_snapshot [Reopen] "a new leader with an older persisted W adopts the newer lake end (also beyond its applied end) and never serves overtaken local versions",
             lagging_replica_restart_with_retention_distance [Reopen] "a lagging replica with a retention distance recovers past its applied end, replays part of the WAL and restarts: no version the lake overtook or deleted is ever served, before or after the restart",
@@ -87,22 +106,91 @@ macro_rules! for_each_bucket_scenario {
             lake_ahead_randomised_trailing_applies [] "applies trailing and leading the lake's commits by a varying amount: every lookup answers the newest WAL version up to the later of the applied end and the lake end",
             lake_ahead_across_restart [Reopen] "the lake ahead of the applied end across a stop and restart: recovery, replay and every lookup in between answer the newest version",
             leader_change_with_older_lake_snapshot [Reopen] "a new leader given an older lake snapshot keeps its W and refuses lake answers until the lake catches up",
-            soak [] "writers behind one offset sequencer, readers (lookup, lookup_many), a trailing lake and the scheduler at once, bounded by TIDEMARK_SOAK_OPS records: every answer is the model's at an end the lookup could see, no acknowledged write lost, no older version after a newer one, W monotonic",
         }
     };
 }
 
-/// Stamps every bucket scenario for one backend: one `#[test] fn <scenario>()` each.
+/// One function per lake scenario for lake `$lake`, in a module of its own, so the stamping
+/// macros name every scenario by a path with the backend's factory as the only type parameter.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __lake_scenario_fns {
+    (($lake:ty) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        $(
+            #[doc = $doc]
+            pub fn $name<F: $crate::EngineFactory>(factory: F) {
+                super::$name::<F, $lake>(factory)
+            }
+        )*
+    };
+}
+
+/// Stamps lake scenarios as [`__stamp_cases!`](crate::__stamp_cases) does, calling the
+/// scenario functions of lake module `$lake` (`on_memory_lake`, `on_iceberg_lake`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __stamp_lake_cases {
+    (($factory:expr, $lake:ident, $prefix:expr) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
+        $(
+            #[doc = $doc]
+            #[test]
+            fn $name() {
+                $crate::skip::run_case(
+                    $factory,
+                    concat!($prefix, stringify!($name)),
+                    &[$($crate::Need::$need),*],
+                    $crate::bucket::$lake::$name,
+                );
+            }
+        )*
+    };
+}
+
+/// The lake scenarios on [`MemoryLake`](tidemark_bucket::lake::MemoryLake).
+pub mod on_memory_lake {
+    crate::for_each_lake_scenario!(__lake_scenario_fns!(tidemark_bucket::lake::MemoryLake));
+}
+
+/// The lake scenarios on an Iceberg table ([`lakes::IcebergTestLake`]).
+#[cfg(feature = "iceberg")]
+pub mod on_iceberg_lake {
+    crate::for_each_lake_scenario!(__lake_scenario_fns!(super::lakes::IcebergTestLake));
+}
+
+/// Stamps every bucket scenario for one backend: one `#[test] fn <scenario>()` each; the lake
+/// scenarios run on [`MemoryLake`](tidemark_bucket::lake::MemoryLake).
 ///
 /// `$factory` is evaluated once per test; it must implement [`crate::EngineFactory`].
 #[macro_export]
 macro_rules! bucket_cases {
     ($factory:expr) => {
         $crate::for_each_bucket_scenario!(__stamp_cases!($factory, bucket, "bucket::"));
+        $crate::for_each_lake_scenario!(__stamp_lake_cases!($factory, on_memory_lake, "bucket::"));
+    };
+}
+
+/// Stamps every lake scenario for one backend on an Iceberg table (cargo feature `iceberg`):
+/// one `#[test] fn <scenario>()` each. Wrap it in `mod bucket_iceberg` so tests read
+/// `<backend>::bucket_iceberg::<scenario>`.
+#[cfg(feature = "iceberg")]
+#[macro_export]
+macro_rules! iceberg_bucket_cases {
+    ($factory:expr) => {
+        $crate::for_each_lake_scenario!(__stamp_lake_cases!(
+            $factory,
+            on_iceberg_lake,
+            "bucket_iceberg::"
+        ));
     };
 }
 
 crate::for_each_bucket_scenario!(__case_table!(
     SCENARIOS,
-    "Every bucket scenario, in the order `for_each_bucket_scenario!` lists them."
+    "Every bucket scenario that runs on one lake, in the order `for_each_bucket_scenario!` lists \
+     them."
+));
+
+crate::for_each_lake_scenario!(__case_table!(
+    LAKE_SCENARIOS,
+    "Every lake scenario (run on each lake), in the order `for_each_lake_scenario!` lists them."
 ));

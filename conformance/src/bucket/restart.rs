@@ -5,19 +5,20 @@ use std::sync::Arc;
 
 use engine_api::{Engine, LocalLookup};
 use tidemark_bucket::HistoricalBucket;
-use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_bucket::lake::LakeSnapshot;
 use tidemark_bucket::{Progress, ReclaimScheduler};
 
+use super::lakes::TestLake;
 use super::support::{self, Wal};
 use crate::EngineFactory;
 
 /// Opens a bucket instance on the site's directory with a fresh lookuper over `lake`.
-fn open<F: EngineFactory>(
+fn open<F: EngineFactory, L: TestLake>(
     site: &support::Site<F>,
-    lake: &MemoryLake,
+    lake: &L,
     sched: &ReclaimScheduler,
-) -> (support::Bucket, Arc<MemoryLake>) {
-    let lookuper = Arc::new(lake.reader());
+) -> (support::Bucket, Arc<L::Reader>) {
+    let lookuper = lake.reader();
     let bucket = HistoricalBucket::new(site.open(), lookuper.clone())
         .with_scheduler(sched, support::BUCKET)
         .unwrap();
@@ -27,18 +28,18 @@ fn open<F: EngineFactory>(
 /// Writes `from..to` while the lake trails by a lag that changes every few batches.
 async fn write_trailing<F: EngineFactory>(
     bucket: &support::Bucket,
-    lake: &MemoryLake,
+    lake: &impl TestLake,
     wal: &Wal,
     from: u64,
     to: u64,
 ) {
     for (i, batch) in wal.batches(from, to).into_iter().enumerate() {
-        lake.append_batch(&batch).unwrap();
+        lake.append(batch.records()).await;
         bucket.apply(batch).await.unwrap();
         if i % 5 == 4 {
             let lag = 3 + (i as u64 * 11) % 23;
             let end = bucket.engine().applied_end().saturating_sub(lag);
-            if end > lake.latest().map_or(0, |s| s.end_offset) {
+            if end > lake.latest().await.end_offset {
                 support::progress::<F>(bucket, lake, end).await;
             }
         }
@@ -55,11 +56,11 @@ async fn close(bucket: support::Bucket) {
 /// one more snapshot the bucket never hears about), reopens the directory, recovers from the
 /// committed snapshot, replays the WAL from the returned offset (plus some already-applied
 /// records, which are skipped), writes the rest, and answers the model throughout.
-pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
+pub fn restart_mid_stream<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x4E57, 900, 40, 10);
     support::runtime().block_on(async {
-        let lake = MemoryLake::new();
+        let lake = L::create().await;
         let sched = support::scheduler();
 
         let (bucket, _) = open(&site, &lake, &sched);
@@ -71,7 +72,7 @@ pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
         assert!(persisted_w > 0 && persisted_w < 500);
         close(bucket).await;
         // The lake commits beyond what the bucket was told, still below the applied end.
-        let committed = lake.commit(499).unwrap();
+        let committed = lake.commit(499).await;
         assert!(committed.end_offset > persisted_w);
 
         let (bucket, lookuper) = open(&site, &lake, &sched);
@@ -80,7 +81,7 @@ pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
         let replay_from = bucket.recover(committed).await.unwrap();
         assert_eq!(replay_from, 500);
         assert_eq!(bucket.watermark(), 499);
-        assert_eq!(lookuper.served(), Some(committed));
+        assert_eq!(L::served(&lookuper), Some(committed));
         support::reclaim::<F>(&bucket).await;
         support::assert_model::<F>(&bucket, &wal, 500, "after recovery").await;
 
@@ -103,11 +104,11 @@ pub fn restart_mid_stream<F: EngineFactory>(factory: F) {
 /// the lake (committed end beyond its applied end) takes over: `W` becomes exactly the lake end,
 /// its older local versions of keys the lake has newer versions of are not served, and it
 /// replays from the lake end.
-pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
+pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x1EAD, 400, 30, 6);
     support::runtime().block_on(async {
-        let lake = MemoryLake::new();
+        let lake = L::create().await;
         let sched = support::scheduler();
         let mut last_w = 0;
 
@@ -121,8 +122,8 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
         close(a).await;
 
         // The rest of the WAL exists (another replica wrote it); the lake commits up to 250.
-        lake.append(wal.records(300, 400).iter().cloned()).unwrap();
-        let s2 = lake.commit(250).unwrap();
+        lake.append(wal.records(300, 400)).await;
+        let s2 = lake.commit(250).await;
 
         // B: persisted W = 100 is older than the committed snapshot.
         let (b, _) = open(&site, &lake, &sched);
@@ -137,7 +138,7 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
         close(b).await;
 
         // C: the lake is now beyond this replica's applied end (it lags the lake).
-        let s3 = lake.commit(350).unwrap();
+        let s3 = lake.commit(350).await;
         // Keys this replica holds an older version of than the lake's.
         let overtaken: Vec<Vec<u8>> = wal
             .keys()
@@ -166,7 +167,7 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
         support::replay::<F>(&c, &wal, replay_from, 400).await;
         support::reclaim::<F>(&c).await;
         support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
-        assert!(c.watermark() <= lake.latest().unwrap().end_offset);
+        assert!(c.watermark() <= lake.latest().await.end_offset);
         close(c).await;
         sched.shutdown().await;
     });
@@ -177,11 +178,11 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory>(factory: F) {
 /// end and removes every local entry below it. It replays part of the WAL (so its applied end
 /// passes `W`) and restarts: the new instance recovers with `W` below the applied end, and still
 /// serves no version the lake overtook or deleted, then replays the rest.
-pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory: F) {
+pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::with_retention_distance(factory, 200);
     let wal = Wal::generate(0x1A66, 400, 30, 6);
     support::runtime().block_on(async {
-        let lake = MemoryLake::new();
+        let lake = L::create().await;
         let sched = support::scheduler();
 
         // Leader A applies 0..300; the lake confirms 100 (D keeps everything local).
@@ -193,8 +194,8 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory
         close(a).await;
 
         // Another replica wrote the rest; the lake commits beyond this replica's applied end.
-        lake.append(wal.records(300, 400).iter().cloned()).unwrap();
-        let committed = lake.commit(350).unwrap();
+        lake.append(wal.records(300, 400)).await;
+        let committed = lake.commit(350).await;
         // Keys whose local version (kept by D) the lake overtook or deleted in 300..350.
         let overtaken: Vec<Vec<u8>> = wal
             .keys()
@@ -246,17 +247,17 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory>(factory
 /// `W`: `W` does not regress (and stays within the lake's real end), the replay starts at the
 /// applied end, local answers are served, and a local miss is refused rather than answered
 /// from the stale snapshot until lake progress brings the lookuper up to `W`.
-pub fn leader_change_with_older_lake_snapshot<F: EngineFactory>(factory: F) {
+pub fn leader_change_with_older_lake_snapshot<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x01D, 350, 30, 6);
     support::runtime().block_on(async {
-        let lake = MemoryLake::new();
+        let lake = L::create().await;
         let sched = support::scheduler();
 
         let (a, _) = open(&site, &lake, &sched);
         a.recover(LakeSnapshot::default()).await.unwrap();
         support::write::<F>(&a, &lake, &wal, 0, 300).await;
-        let s1 = lake.commit(100).unwrap();
+        let s1 = lake.commit(100).await;
         let s2 = support::progress::<F>(&a, &lake, 250).await;
         support::reclaim::<F>(&a).await;
         assert_eq!(a.watermark(), 250);
@@ -265,9 +266,9 @@ pub fn leader_change_with_older_lake_snapshot<F: EngineFactory>(factory: F) {
         let (b, lookuper) = open(&site, &lake, &sched);
         let replay_from = b.recover(s1).await.unwrap();
         assert_eq!(b.watermark(), 250, "W never regresses");
-        assert!(b.watermark() <= lake.latest().unwrap().end_offset);
+        assert!(b.watermark() <= lake.latest().await.end_offset);
         assert_eq!(replay_from, 300);
-        assert_eq!(lookuper.served(), Some(s1));
+        assert_eq!(L::served(&lookuper), Some(s1));
         let mut refused = 0;
         for key in wal.keys() {
             match b.lookup(&key).await {

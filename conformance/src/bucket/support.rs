@@ -13,6 +13,7 @@ use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
 use tidemark_bucket::{HistoricalBucket, Progress};
 
+use super::lakes::TestLake;
 use crate::EngineFactory;
 
 /// The bucket type a scenario drives (any factory: the bucket holds an `EngineHandle`).
@@ -238,13 +239,13 @@ pub const BUCKET: BucketId = BucketId(7);
 /// first (the host commits a record to its WAL before applying it).
 pub async fn write<F: EngineFactory>(
     bucket: &Bucket,
-    lake: &MemoryLake,
+    lake: &impl TestLake,
     wal: &Wal,
     from: u64,
     to: u64,
 ) {
     for batch in wal.batches(from, to) {
-        lake.append_batch(&batch).unwrap();
+        lake.append(batch.records()).await;
         bucket.apply(batch).await.unwrap();
     }
 }
@@ -259,10 +260,10 @@ pub async fn replay<F: EngineFactory>(bucket: &Bucket, wal: &Wal, from: u64, to:
 /// Commits a lake snapshot ending at `end` and tells the bucket; returns the snapshot.
 pub async fn progress<F: EngineFactory>(
     bucket: &Bucket,
-    lake: &MemoryLake,
+    lake: &impl TestLake,
     end: u64,
 ) -> LakeSnapshot {
-    let snapshot = lake.commit(end).unwrap();
+    let snapshot = lake.commit(end).await;
     bucket
         .on_lake_progress(snapshot)
         .await
@@ -312,6 +313,21 @@ pub fn show(bytes: &[u8]) -> String {
 /// scenarios start.
 pub async fn fresh<F: EngineFactory>(site: &Site<F>) -> (Arc<F::Engine>, Arc<MemoryLake>, Bucket) {
     fresh_with(site, None).await
+}
+
+/// [`fresh`] over a new lake of kind `L`: also returns the bucket's lookuper.
+pub async fn fresh_on<F: EngineFactory, L: TestLake>(
+    site: &Site<F>,
+) -> (Arc<F::Engine>, L, Arc<L::Reader>, Bucket) {
+    let engine = site.open();
+    let lake = L::create().await;
+    let reader = lake.reader();
+    let bucket = HistoricalBucket::new(Arc::clone(&engine), reader.clone());
+    bucket
+        .recover(LakeSnapshot::default())
+        .await
+        .unwrap_or_else(|e| panic!("{}: recover a new bucket: {e}", F::NAME));
+    (engine, lake, reader, bucket)
 }
 
 /// [`fresh`], registered with `scheduler` under [`BUCKET`] when one is given.

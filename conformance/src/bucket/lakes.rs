@@ -1,0 +1,323 @@
+//! The lakes the lake scenarios run against: [`MemoryLake`], the reference, and (cargo feature
+//! `iceberg`) an Apache Iceberg table on a local directory, written by its tiering writer and
+//! read by its lookuper, with real commits, compaction, expiry and broken files.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use engine_api::Record;
+use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
+
+/// A lake table as a scenario drives it: the host's WAL goes in, snapshots are committed,
+/// compacted and expired, and lookupers read it. Every step panics on failure (a scenario step
+/// that cannot run is a failed test).
+#[async_trait]
+pub trait TestLake: Send + Sync + Sized + 'static {
+    /// The lookuper a bucket falls back to.
+    type Reader: LakeLookuper + 'static;
+
+    /// How test names and messages call the lake.
+    const NAME: &'static str;
+
+    /// Whether a lookuper whose snapshot expired moves to a newer one by itself on its next
+    /// failed read (as Fluss's lookupers do) instead of failing until refreshed.
+    const MOVES_FORWARD_ON_EXPIRY: bool;
+
+    /// Whether a failing lake still answers a key no data file can hold (its metadata, cached
+    /// by the lookuper, says so) instead of failing.
+    const METADATA_ANSWERS_ABSENT_KEYS: bool;
+
+    /// A new, empty lake table.
+    async fn create() -> Self;
+
+    /// A new lookuper over the table, serving the empty lake until refreshed.
+    fn reader(&self) -> Arc<Self::Reader>;
+
+    /// Makes records reach the lake's input (the host logged them), in offset order.
+    async fn append(&self, records: &[Record]);
+
+    /// Commits a snapshot of every record below `end`.
+    async fn commit(&self, end: u64) -> LakeSnapshot;
+
+    /// Rewrites the table: a new snapshot at the latest end.
+    async fn compact(&self) -> LakeSnapshot;
+
+    /// Keeps only the newest `newest` snapshots, now and after every later commit.
+    async fn retain_snapshots(&self, newest: usize);
+
+    /// The newest snapshot (the empty lake before the first commit).
+    async fn latest(&self) -> LakeSnapshot;
+
+    /// Whether the table still keeps the snapshot with id `id`.
+    async fn keeps(&self, id: u64) -> bool;
+
+    /// The snapshot `reader` serves, `None` before its first refresh.
+    fn served(reader: &Self::Reader) -> Option<LakeSnapshot>;
+
+    /// Successful refreshes of `reader`.
+    fn refreshes(reader: &Self::Reader) -> u64;
+
+    /// Makes `reader`'s refreshes and lookups fail (`true`) or work again (`false`).
+    async fn fail(&self, reader: &Self::Reader, failing: bool);
+}
+
+#[async_trait]
+impl TestLake for MemoryLake {
+    type Reader = MemoryLake;
+    const NAME: &'static str = "memory lake";
+    const MOVES_FORWARD_ON_EXPIRY: bool = false;
+    const METADATA_ANSWERS_ABSENT_KEYS: bool = false;
+
+    async fn create() -> Self {
+        MemoryLake::new()
+    }
+
+    fn reader(&self) -> Arc<MemoryLake> {
+        Arc::new(MemoryLake::reader(self))
+    }
+
+    async fn append(&self, records: &[Record]) {
+        MemoryLake::append(self, records.iter().cloned()).expect("append to the memory lake");
+    }
+
+    async fn commit(&self, end: u64) -> LakeSnapshot {
+        MemoryLake::commit(self, end).expect("commit to the memory lake")
+    }
+
+    async fn compact(&self) -> LakeSnapshot {
+        MemoryLake::compact(self).expect("compact the memory lake")
+    }
+
+    async fn retain_snapshots(&self, newest: usize) {
+        MemoryLake::retain_snapshots(self, newest).expect("retain memory lake snapshots");
+    }
+
+    async fn latest(&self) -> LakeSnapshot {
+        MemoryLake::latest(self).unwrap_or_default()
+    }
+
+    async fn keeps(&self, id: u64) -> bool {
+        MemoryLake::snapshot(self, id).is_some()
+    }
+
+    fn served(reader: &MemoryLake) -> Option<LakeSnapshot> {
+        reader.served()
+    }
+
+    fn refreshes(reader: &MemoryLake) -> u64 {
+        reader.counters().refreshes
+    }
+
+    async fn fail(&self, reader: &MemoryLake, failing: bool) {
+        reader.fail_refreshes(failing);
+        reader.fail_lookups(failing);
+    }
+}
+
+/// A shared lake is the same lake.
+#[async_trait]
+impl<L: TestLake> TestLake for Arc<L> {
+    type Reader = L::Reader;
+    const NAME: &'static str = L::NAME;
+    const MOVES_FORWARD_ON_EXPIRY: bool = L::MOVES_FORWARD_ON_EXPIRY;
+    const METADATA_ANSWERS_ABSENT_KEYS: bool = L::METADATA_ANSWERS_ABSENT_KEYS;
+
+    async fn create() -> Self {
+        Arc::new(L::create().await)
+    }
+
+    fn reader(&self) -> Arc<L::Reader> {
+        (**self).reader()
+    }
+
+    async fn append(&self, records: &[Record]) {
+        (**self).append(records).await;
+    }
+
+    async fn commit(&self, end: u64) -> LakeSnapshot {
+        (**self).commit(end).await
+    }
+
+    async fn compact(&self) -> LakeSnapshot {
+        (**self).compact().await
+    }
+
+    async fn retain_snapshots(&self, newest: usize) {
+        (**self).retain_snapshots(newest).await;
+    }
+
+    async fn latest(&self) -> LakeSnapshot {
+        (**self).latest().await
+    }
+
+    async fn keeps(&self, id: u64) -> bool {
+        (**self).keeps(id).await
+    }
+
+    fn served(reader: &L::Reader) -> Option<LakeSnapshot> {
+        L::served(reader)
+    }
+
+    fn refreshes(reader: &L::Reader) -> u64 {
+        L::refreshes(reader)
+    }
+
+    async fn fail(&self, reader: &L::Reader, failing: bool) {
+        (**self).fail(reader, failing).await;
+    }
+}
+
+#[cfg(feature = "iceberg")]
+pub use iceberg::IcebergTestLake;
+
+#[cfg(feature = "iceberg")]
+mod iceberg {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use engine_api::Record;
+    use lake_iceberg::{IcebergLake, IcebergLookuper, TieringWriter};
+    use tempfile::TempDir;
+    use tidemark_bucket::lake::LakeSnapshot;
+
+    use super::TestLake;
+
+    /// The bucket id the scenario's bucket has in the table.
+    const BUCKET: u64 = 7;
+
+    /// An Iceberg table in a temporary directory holding one bucket's rows, with its tiering
+    /// writer. Failing means what it means for a real table: its pointer and its data files are
+    /// moved away, so refreshes cannot read the table and lookups cannot read their files.
+    pub struct IcebergTestLake {
+        lake: IcebergLake,
+        writer: TieringWriter,
+        retain: std::sync::Mutex<Option<usize>>,
+        _tmp: TempDir,
+    }
+
+    impl IcebergTestLake {
+        fn moved(&self) -> [(PathBuf, PathBuf); 2] {
+            let dir = self.lake.dir();
+            [
+                (
+                    dir.join("metadata/tidemark-current"),
+                    dir.join("metadata/tidemark-current.away"),
+                ),
+                (dir.join("data"), dir.join("data.away")),
+            ]
+        }
+
+        async fn expire(&self) {
+            let retain = *self
+                .retain
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(newest) = retain {
+                self.lake
+                    .expire_snapshots(newest)
+                    .await
+                    .expect("expire Iceberg snapshots");
+            }
+        }
+    }
+
+    #[async_trait]
+    impl TestLake for IcebergTestLake {
+        type Reader = IcebergLookuper;
+        const NAME: &'static str = "Iceberg lake";
+        const MOVES_FORWARD_ON_EXPIRY: bool = true;
+        const METADATA_ANSWERS_ABSENT_KEYS: bool = true;
+
+        async fn create() -> Self {
+            let tmp = tempfile::Builder::new()
+                .prefix("tidemark-iceberg-")
+                .tempdir()
+                .expect("create a temporary directory");
+            let lake = IcebergLake::open(tmp.path().join("lake"))
+                .await
+                .expect("create the Iceberg table");
+            let writer = lake
+                .tiering_writer()
+                .await
+                .expect("open the tiering writer");
+            IcebergTestLake {
+                lake,
+                writer,
+                retain: std::sync::Mutex::new(None),
+                _tmp: tmp,
+            }
+        }
+
+        fn reader(&self) -> Arc<IcebergLookuper> {
+            Arc::new(self.lake.lookuper(BUCKET))
+        }
+
+        async fn append(&self, records: &[Record]) {
+            self.writer
+                .append(BUCKET, records.iter().cloned())
+                .await
+                .expect("append to the Iceberg lake");
+        }
+
+        async fn commit(&self, end: u64) -> LakeSnapshot {
+            let commit = self
+                .writer
+                .commit(&[(BUCKET, end)])
+                .await
+                .expect("commit to the Iceberg lake");
+            self.expire().await;
+            commit.snapshot(BUCKET)
+        }
+
+        async fn compact(&self) -> LakeSnapshot {
+            let compacted = self.lake.compact().await.expect("compact the Iceberg lake");
+            if compacted.is_none() {
+                // An empty table: a snapshot at end 0 stands for the rewrite.
+                return self.commit(0).await;
+            }
+            self.expire().await;
+            self.latest().await
+        }
+
+        async fn retain_snapshots(&self, newest: usize) {
+            *self
+                .retain
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(newest);
+            self.expire().await;
+        }
+
+        async fn latest(&self) -> LakeSnapshot {
+            self.lake
+                .latest(BUCKET)
+                .await
+                .expect("read the Iceberg lake's latest snapshot")
+        }
+
+        async fn keeps(&self, id: u64) -> bool {
+            self.lake
+                .snapshots(BUCKET)
+                .await
+                .expect("list the Iceberg lake's snapshots")
+                .iter()
+                .any(|s| s.id == id)
+        }
+
+        fn served(reader: &IcebergLookuper) -> Option<LakeSnapshot> {
+            (reader.counters().refreshes > 0).then(|| reader.served())
+        }
+
+        fn refreshes(reader: &IcebergLookuper) -> u64 {
+            reader.counters().refreshes
+        }
+
+        async fn fail(&self, _reader: &IcebergLookuper, failing: bool) {
+            for (path, away) in self.moved() {
+                let (from, to) = if failing { (path, away) } else { (away, path) };
+                std::fs::rename(&from, &to)
+                    .unwrap_or_else(|e| panic!("move {} to {}: {e}", from.display(), to.display()));
+            }
+        }
+    }
+}

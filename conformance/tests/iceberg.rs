@@ -1,0 +1,9 @@
+//! The lake scenarios on an Apache Iceberg table (cargo feature `iceberg`), with redb as the
+//! local store: the same scenarios every backend runs on `MemoryLake`, against a real table
+//! format with its commits, compaction, expiry and failures.
+
+mod redb {
+    mod bucket_iceberg {
+        conformance::iceberg_bucket_cases!(conformance::factories::RedbFactory::new());
+    }
+}
