@@ -25,8 +25,9 @@ const TABLE_NAME: &str = "lake";
 /// snapshot's sequence number (ordered, unlike Iceberg's snapshot ids) and whose end offset is
 /// its own entry.
 ///
-/// Handles are cheap to clone and share the table. Commits, expiry and compaction of one handle
-/// and its clones run one at a time; one process writes a table.
+/// Handles are cheap to clone and share the table. Commits of one handle and its clones run one
+/// at a time, and so do expiry and compaction; commits go on while a compaction rewrites. One
+/// process writes a table.
 ///
 /// ```
 /// use engine_api::WriteBatch;
@@ -57,8 +58,11 @@ pub struct IcebergLake {
 #[derive(Debug)]
 struct Inner {
     catalog: DirectoryCatalog,
-    /// Commits, expiry and compaction, one at a time.
+    /// Commits, expiry and a compaction's own commit, one at a time.
     writes: tokio::sync::Mutex<()>,
+    /// Expiry and compaction, one at a time: a compaction writes files before it commits, which
+    /// an expiry's sweep of unreferenced files must not see.
+    maintenance: tokio::sync::Mutex<()>,
 }
 
 impl IcebergLake {
@@ -93,6 +97,7 @@ impl IcebergLake {
             inner: Arc::new(Inner {
                 catalog,
                 writes: tokio::sync::Mutex::new(()),
+                maintenance: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -137,8 +142,14 @@ impl IcebergLake {
         self.inner.catalog.load().await
     }
 
-    /// Holds off every other commit, expiry and compaction of this table until dropped.
+    /// Holds off every other commit, expiry and compaction commit of this table until dropped.
     pub(crate) async fn lock_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.inner.writes.lock().await
+    }
+
+    /// Holds off every other expiry and compaction of this table until dropped (take it before
+    /// [`lock_writes`](Self::lock_writes)).
+    pub(crate) async fn lock_maintenance(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.maintenance.lock().await
     }
 }

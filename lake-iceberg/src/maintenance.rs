@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use iceberg::spec::{
-    MAIN_BRANCH, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, Summary,
+    MAIN_BRANCH, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotRef, Summary,
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -42,6 +43,7 @@ impl IcebergLake {
                 "a lake keeps at least its newest snapshot (expire_snapshots(0))",
             ));
         }
+        let _maintenance = self.lock_maintenance().await;
         let _writes = self.lock_writes().await;
         let table = self.table().await?;
         let all = snapshots::by_sequence(table.metadata());
@@ -70,50 +72,41 @@ impl IcebergLake {
     }
 
     /// Rewrites the current snapshot's rows keeping each key's newest version (dropping keys
-    /// whose newest version is a delete) into new data files, committed as a `replace` snapshot
-    /// at the same end offsets. Returns its sequence number, or `None` for a table with no
-    /// snapshot. The old files stay until their snapshots expire.
+    /// whose newest version is a delete) into new data files, committed as a `replace` snapshot.
+    /// Returns its sequence number, or `None` for a table with no snapshot. The old files stay
+    /// until their snapshots expire.
+    ///
+    /// Commits go on while the rewrite reads and writes: only its own commit waits for them.
+    /// The files they added after the snapshot it rewrote are kept as they are, and its snapshot
+    /// records the newest ends.
     pub async fn compact(&self) -> Result<Option<u64>> {
-        let _writes = self.lock_writes().await;
+        let _maintenance = self.lock_maintenance().await;
+        match self.rewrite().await? {
+            Some(rewrite) => self.commit_rewrite(rewrite).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A compaction's first half: reads the current snapshot and writes its rows' newest
+    /// versions and their manifest, committing nothing. The caller holds the maintenance lock.
+    async fn rewrite(&self) -> Result<Option<Rewrite>> {
         let table = self.table().await?;
-        let Some(current) = table.metadata().current_snapshot().cloned() else {
+        let Some(base) = table.metadata().current_snapshot().cloned() else {
             return Ok(None);
         };
-        let mut newest: BTreeMap<(u64, Vec<u8>), Row> = BTreeMap::new();
-        let batches: Vec<arrow_array::RecordBatch> = table
-            .scan()
-            .snapshot_id(current.snapshot_id())
-            .build()
-            .map_err(|e| lake_error("cannot plan the lake's compaction", e))?
-            .to_arrow()
-            .await
-            .map_err(|e| lake_error("cannot read the lake for compaction", e))?
-            .try_collect()
-            .await
-            .map_err(|e| lake_error("cannot read the lake for compaction", e))?;
-        for batch in &batches {
-            for row in rows::from_batch(batch)? {
-                let slot = (row.bucket, row.key.clone());
-                let older = newest.get(&slot).is_some_and(|r| r.offset > row.offset);
-                if !older {
-                    newest.insert(slot, row);
-                }
-            }
-        }
-        let rows: Vec<Row> = newest.into_values().filter(|r| r.value.is_some()).collect();
+        let rows = newest_versions(&table, base.snapshot_id()).await?;
         let files = if rows.is_empty() {
             Vec::new()
         } else {
             data_files::write(&table, &rows, "compact").await?
         };
-
         let metadata = table.metadata();
-        let sequence = metadata.next_sequence_number();
-        let snapshot_id = fresh_snapshot_id(&table);
         let file_io = table.file_io();
         let metadata_dir = format!("{}/metadata", metadata.location());
         let commit_uuid = uuid::Uuid::now_v7();
+        let snapshot_id = fresh_snapshot_id(&table);
 
+        // The rewritten rows keep the data sequence number of the snapshot they were read from.
         let manifest_path = format!("{metadata_dir}/{commit_uuid}-m0.avro");
         let output = file_io
             .new_output(&manifest_path)
@@ -127,7 +120,7 @@ impl IcebergLake {
         .build_v2_data();
         for file in files {
             manifest
-                .add_file(file, sequence)
+                .add_file(file, base.sequence_number())
                 .map_err(|e| lake_error("cannot list a data file in a lake manifest", e))?;
         }
         let manifest = manifest
@@ -136,6 +129,41 @@ impl IcebergLake {
             .map_err(|e| lake_error("cannot write a lake manifest", e))?;
         durable::sync_file(&manifest_path)?;
 
+        Ok(Some(Rewrite {
+            base: base.snapshot_id(),
+            snapshot_id,
+            commit_uuid,
+            manifest,
+        }))
+    }
+
+    /// A compaction's second half: commits the rewrite as a `replace` snapshot over the current
+    /// one, keeping the files committed since the rewritten snapshot. Returns its sequence
+    /// number.
+    async fn commit_rewrite(&self, rewrite: Rewrite) -> Result<u64> {
+        let Rewrite {
+            base,
+            snapshot_id,
+            commit_uuid,
+            manifest,
+        } = rewrite;
+        let _writes = self.lock_writes().await;
+        let table = self.table().await?;
+        let metadata = table.metadata();
+        let file_io = table.file_io();
+        let metadata_dir = format!("{}/metadata", metadata.location());
+        let current = metadata
+            .current_snapshot()
+            .cloned()
+            .ok_or_else(|| Error::lake("the lake table lost its current snapshot"))?;
+        if metadata.snapshot_by_id(snapshot_id).is_some() {
+            return Err(Error::lake(
+                "a lake snapshot id was taken twice; compact again",
+            ));
+        }
+        let mut manifests = vec![manifest];
+        manifests.extend(added_since(&table, &current, base).await?);
+        let sequence = metadata.next_sequence_number();
         let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{commit_uuid}.avro");
         let list_output = file_io
             .new_output(&list_path)
@@ -150,7 +178,7 @@ impl IcebergLake {
             Some(current.snapshot_id()),
             sequence,
         );
-        list.add_manifests(std::iter::once(manifest))
+        list.add_manifests(manifests.into_iter())
             .map_err(|e| lake_error("cannot write a lake manifest list", e))?;
         list.close()
             .await
@@ -189,10 +217,11 @@ impl IcebergLake {
             .map_err(|e| lake_error("cannot build the compacted lake metadata", e))?
             .metadata;
         let committed = self.catalog().commit(&table, next).await?;
-        Ok(committed
+        committed
             .metadata()
             .current_snapshot()
-            .map(snapshots::sequence))
+            .map(snapshots::sequence)
+            .ok_or_else(|| Error::lake("the compaction left no current snapshot"))
     }
 
     /// Deletes the files under the table's `data` and `metadata` directories that `table` does
@@ -225,6 +254,68 @@ impl IcebergLake {
         }
         Ok(deleted)
     }
+}
+
+/// A compaction's rewrite, written but not committed.
+struct Rewrite {
+    /// The snapshot it read.
+    base: i64,
+    /// The id its snapshot will have.
+    snapshot_id: i64,
+    commit_uuid: uuid::Uuid,
+    /// The manifest of its data files.
+    manifest: ManifestFile,
+}
+
+/// Each key's newest version in snapshot `snapshot_id`, keys whose newest version is a delete
+/// left out, sorted by (bucket, key).
+async fn newest_versions(table: &Table, snapshot_id: i64) -> Result<Vec<Row>> {
+    let mut newest: BTreeMap<(u64, Vec<u8>), Row> = BTreeMap::new();
+    let mut stream = table
+        .scan()
+        .snapshot_id(snapshot_id)
+        .build()
+        .map_err(|e| lake_error("cannot plan the lake's compaction", e))?
+        .to_arrow()
+        .await
+        .map_err(|e| lake_error("cannot read the lake for compaction", e))?;
+    while let Some(batch) = stream
+        .try_next()
+        .await
+        .map_err(|e| lake_error("cannot read the lake for compaction", e))?
+    {
+        for row in rows::from_batch(&batch)? {
+            let slot = (row.bucket, row.key.clone());
+            let older = newest.get(&slot).is_some_and(|r| r.offset > row.offset);
+            if !older {
+                newest.insert(slot, row);
+            }
+        }
+    }
+    Ok(newest.into_values().filter(|r| r.value.is_some()).collect())
+}
+
+/// The manifests the snapshots after `base` (up to and including `current`) added: the files of
+/// the commits a compaction of `base` must keep.
+async fn added_since(table: &Table, current: &SnapshotRef, base: i64) -> Result<Vec<ManifestFile>> {
+    let metadata = table.metadata();
+    let mut added = Vec::new();
+    let mut at = current.clone();
+    while at.snapshot_id() != base {
+        for manifest in durable::manifests(table.file_io(), &at, metadata.format_version()).await? {
+            if manifest.added_snapshot_id == at.snapshot_id() {
+                added.push(manifest);
+            }
+        }
+        at = at
+            .parent_snapshot_id()
+            .and_then(|parent| metadata.snapshot_by_id(parent))
+            .cloned()
+            .ok_or_else(|| {
+                Error::lake("the snapshot a compaction read is no longer in the lake's history")
+            })?;
+    }
+    Ok(added)
 }
 
 /// Deletes the table files in `dir` not in `keep`; the pointer and temporary files stay.
@@ -267,4 +358,85 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_api::batch::Record;
+    use tidemark_bucket::{LakeLookuper, LakeSnapshot};
+
+    use super::*;
+
+    /// Commits that land between a compaction's rewrite and its commit are kept: their puts and
+    /// deletes win over the rewritten versions, and the compaction's snapshot has their ends.
+    #[tokio::test]
+    async fn commits_during_a_compaction_are_kept_by_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = IcebergLake::open(dir.path()).await.unwrap();
+        let writer = lake.tiering_writer().await.unwrap();
+        writer
+            .append(
+                1,
+                [
+                    Record::put("a", "a0", 0),
+                    Record::put("b", "b1", 1),
+                    Record::put("c", "c2", 2),
+                ],
+            )
+            .await
+            .unwrap();
+        writer.commit(&[(1, 3)]).await.unwrap();
+
+        let _maintenance = lake.lock_maintenance().await;
+        let rewrite = lake.rewrite().await.unwrap().unwrap();
+        writer
+            .append(
+                1,
+                [
+                    Record::put("a", "a3", 3),
+                    Record::delete("b", 4),
+                    Record::put("d", "d5", 5),
+                ],
+            )
+            .await
+            .unwrap();
+        writer.commit(&[(1, 5)]).await.unwrap();
+        writer.commit(&[(1, 6), (2, 0)]).await.unwrap();
+        let sequence = lake.commit_rewrite(rewrite).await.unwrap();
+
+        assert_eq!(
+            lake.latest(1).await.unwrap(),
+            LakeSnapshot::new(sequence, 6)
+        );
+        let lookuper = lake.lookuper(1);
+        lookuper
+            .refresh(LakeSnapshot::new(sequence, 6))
+            .await
+            .unwrap();
+        let keys: Vec<Vec<u8>> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        assert_eq!(
+            lookuper.lookup_many(&keys).await.unwrap(),
+            vec![
+                Some(b"a3".to_vec()),
+                None,
+                Some(b"c2".to_vec()),
+                Some(b"d5".to_vec())
+            ]
+        );
+        // Only what the compacted snapshot needs survives an expiry to it alone.
+        drop(_maintenance);
+        lake.expire_snapshots(1).await.unwrap();
+        assert_eq!(
+            lookuper.lookup_many(&keys).await.unwrap(),
+            vec![
+                Some(b"a3".to_vec()),
+                None,
+                Some(b"c2".to_vec()),
+                Some(b"d5".to_vec())
+            ]
+        );
+    }
 }
