@@ -3,8 +3,17 @@
 # with Tidemark's incremental reclamation and with the designs it replaces, one run at a time;
 # prints the figures and writes two SVG charts and compare.json into ./tidemark-compare/.
 # Arguments are passed on (e.g. ./scripts/compare.sh --duration 30s --backends redb).
+# `--lake iceberg` runs against a real Apache Iceberg table, built with the `iceberg` feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
 # The dev profile builds dependencies optimised and shares the RocksDB build with the tests.
-cargo run -p tidemark-cli -- compare "$@"
+features=()
+previous=""
+for arg in "$@"; do
+    if [[ "$arg" == "--lake=iceberg" || ( "$previous" == "--lake" && "$arg" == "iceberg" ) ]]; then
+        features=(--features iceberg)
+    fi
+    previous="$arg"
+done
+cargo run -p tidemark-cli "${features[@]}" -- compare "$@"

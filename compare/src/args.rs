@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use tidemark::Backend;
 
-use crate::config::{self, CompareConfig, Selection, Variant};
+use crate::config::{self, CompareConfig, LakeKind, Selection, Variant};
 use crate::{Error, Result};
 
 /// The command line of `tidemark compare`.
@@ -67,6 +67,11 @@ pub struct CompareArgs {
     /// Keep the stores in this directory (default: a temporary one, removed run by run).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// The lake table: memory (the model answers lake lookups) or iceberg (a real Apache Iceberg
+    /// table beside each store, written by a tiering writer, compacted and expired; lake lookups
+    /// read Parquet; needs the `iceberg` feature).
+    #[arg(long, default_value = "memory")]
+    pub lake: LakeKind,
 }
 
 impl CompareArgs {
@@ -93,6 +98,7 @@ impl CompareArgs {
             seed: self.seed,
             sync_writes: self.sync_writes,
             sweep_chunk_rows: self.sweep_chunk_rows,
+            lake: self.lake,
             scheduler: defaults
                 .scheduler
                 .clone()

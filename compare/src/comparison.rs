@@ -45,12 +45,14 @@ pub fn compare(
         // every record would be "already applied", and the figures and answers wrong.
         for &(b, v) in &plan {
             let run = run_dir(dir, b, v);
-            if std::fs::read_dir(&run).is_ok_and(|mut entries| entries.next().is_some()) {
-                return Err(Error::Config(format!(
-                    "{} is not empty (a store of an earlier comparison?): give --dir an empty or \
-                     new directory",
-                    run.display()
-                )));
+            for taken in [lake_dir(&run), run] {
+                if std::fs::read_dir(&taken).is_ok_and(|mut entries| entries.next().is_some()) {
+                    return Err(Error::Config(format!(
+                        "{} is not empty (a store of an earlier comparison?): give --dir an \
+                         empty or new directory",
+                        taken.display()
+                    )));
+                }
             }
         }
     }
@@ -105,6 +107,7 @@ pub fn compare(
             config: config.clone(),
             backends: backends.clone(),
             dir: dir.clone(),
+            lake_dir: lake_dir(&dir),
             progress: bar.clone(),
             wrap: None,
         })?;
@@ -124,6 +127,7 @@ pub fn compare(
         if temp.is_some() {
             // Runs one after another need disk for one store at a time.
             run::remove_store(&dir)?;
+            run::remove_store(&lake_dir(&dir))?;
         }
         runs.push(figures);
     }
@@ -157,6 +161,12 @@ pub fn compare(
 /// The store directory of one run.
 fn run_dir(root: &Path, backend: Backend, variant: Variant) -> PathBuf {
     root.join(format!("{backend}-{variant}"))
+}
+
+/// The lake table's directory of the run whose store is `run_dir` (beside it: an all-or-nothing
+/// rebuild removes the store's directory, not the lake).
+fn lake_dir(run_dir: &Path) -> PathBuf {
+    run_dir.with_extension("lake")
 }
 
 fn bar_style() -> ProgressStyle {

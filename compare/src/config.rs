@@ -69,6 +69,47 @@ impl FromStr for Variant {
     }
 }
 
+/// The lake table of the runs: the in-memory model, or a real Apache Iceberg table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LakeKind {
+    /// The model itself answers lake lookups, from memory.
+    #[default]
+    Memory,
+    /// A tiering writer commits the records to an Iceberg table beside the store, which is
+    /// compacted and expired as the run goes; lake lookups read its Parquet files (cargo feature
+    /// `iceberg`).
+    Iceberg,
+}
+
+impl LakeKind {
+    /// The name used on the command line, in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            LakeKind::Memory => "memory",
+            LakeKind::Iceberg => "iceberg",
+        }
+    }
+}
+
+impl fmt::Display for LakeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LakeKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "memory" => Ok(LakeKind::Memory),
+            "iceberg" => Ok(LakeKind::Iceberg),
+            _ => Err(format!("unknown lake {s:?} (expected memory or iceberg)")),
+        }
+    }
+}
+
 /// The workload of every run. [`Default`] finishes all twelve runs (three backends, four
 /// variants) in about two minutes on two cores: 10 s each at 10,000 records/s, the lake a second
 /// behind, so each Tidemark run reaches its window within about two seconds and holds it for the
@@ -109,6 +150,10 @@ pub struct CompareConfig {
     pub sweep_chunk_rows: Option<usize>,
     /// The scheduler of the Tidemark runs.
     pub scheduler: SchedulerConfig,
+    /// The lake table.
+    pub lake: LakeKind,
+    /// How often a real lake table is compacted and its old snapshots expired.
+    pub lake_maintenance_interval: Duration,
 }
 
 /// The most records per batch (`--batch`).
@@ -145,6 +190,8 @@ impl Default for CompareConfig {
             sync_writes: false,
             sweep_chunk_rows: None,
             scheduler: SchedulerConfig::default(),
+            lake: LakeKind::Memory,
+            lake_maintenance_interval: Duration::from_secs(2),
         }
     }
 }
@@ -205,6 +252,14 @@ impl CompareConfig {
         }
         if self.keys == 0 {
             return fail("--keys must be at least 1".into());
+        }
+        if self.lake == LakeKind::Iceberg && !cfg!(feature = "iceberg") {
+            return fail(
+                "--lake iceberg needs a build with the `iceberg` feature: run \
+                 ./scripts/compare.sh --lake iceberg, or cargo run -p tidemark-cli --features \
+                 iceberg -- compare --lake iceberg"
+                    .into(),
+            );
         }
         if self.delete_percent > 100 {
             return fail(format!(

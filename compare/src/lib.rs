@@ -40,6 +40,8 @@ mod latency;
 mod reclaims;
 mod report;
 mod run;
+mod tiering;
+mod timed_lake;
 pub mod units;
 mod window;
 

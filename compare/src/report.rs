@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::config::{CompareConfig, Variant};
+use super::config::{CompareConfig, LakeKind, Variant};
 use super::histogram;
 use super::latency::{Percentiles, WindowP99};
 use super::reclaims::{ReclaimRun, ReclaimTotals};
@@ -92,6 +92,8 @@ pub struct ConfigReport {
     pub sync_writes: bool,
     /// `sweep_chunk_rows` of every store, `null` for the engine's default.
     pub sweep_chunk_rows: Option<usize>,
+    /// The lake table: `memory` or `iceberg`.
+    pub lake: LakeKind,
     /// Seed of the stream, the lag and the reader.
     pub seed: u64,
     /// The most a latency percentile (not a windowed p99, not a maximum) differs from the
@@ -120,6 +122,7 @@ impl ConfigReport {
             reclaim_interval_seconds: config.scheduler.min_interval.as_secs_f64(),
             sync_writes: config.sync_writes,
             sweep_chunk_rows: config.sweep_chunk_rows,
+            lake: config.lake,
             seed: config.seed,
             percentile_relative_error: histogram::RELATIVE_ERROR,
         }
@@ -234,6 +237,15 @@ pub struct Lake {
     /// Offsets the harness's model held in full when the writer finished (below them it keeps
     /// one per key): about the window the lake has not absorbed, whatever the run's length.
     pub unsettled_offsets: u64,
+    /// The bucket's lookup calls to the lake while writing (local misses; a `lookup_many`
+    /// counts once), on the run's lake.
+    pub lookups: Option<Percentiles>,
+    /// Keys those calls asked for.
+    pub lookup_keys: u64,
+    /// How long each compaction of the lake table took (`--lake iceberg`).
+    pub compactions: Option<Percentiles>,
+    /// Files the lake table's snapshot expiry deleted (`--lake iceberg`).
+    pub files_expired: u64,
 }
 
 /// The store over time, one column per figure (same length, same order).
@@ -333,6 +345,10 @@ impl RunReport {
                 notifications: run.notifications.percentiles(),
                 rebuilds: run.rebuilds,
                 unsettled_offsets: run.unsettled_offsets,
+                lookups: run.lake_lookups.percentiles(),
+                lookup_keys: run.lake_lookup_keys,
+                compactions: run.maintenance.compactions.percentiles(),
+                files_expired: run.maintenance.files_deleted,
             },
             series,
             write_p99_series: run.writes.p99_series.clone(),
@@ -618,6 +634,32 @@ pub fn render(report: &CompareReport) -> String {
             r.lake.rebuilds,
         );
     }
+    let _ = writeln!(
+        out,
+        "\nlake lookups ({} lake; calls the bucket made for local misses while writing)",
+        report.config.lake
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:<15} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>9}",
+        "backend", "variant", "calls", "keys", "p50", "p99", "p999", "compactions", "p50"
+    );
+    for r in &report.runs {
+        let lake = &r.lake;
+        let _ = writeln!(
+            out,
+            "{:<8} {:<15} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>9}",
+            r.backend,
+            r.variant.name(),
+            lake.lookups.map_or(0, |p| p.count),
+            lake.lookup_keys,
+            opt_secs(lake.lookups, |p| p.p50),
+            opt_secs(lake.lookups, |p| p.p99),
+            opt_secs(lake.lookups, |p| p.p999),
+            lake.compactions.map_or(0, |p| p.count),
+            opt_secs(lake.compactions, |p| p.p50),
+        );
+    }
     let _ = writeln!(out, "\ntargets");
     for t in &report.targets {
         let verdict = match t.met {
@@ -706,6 +748,9 @@ mod tests {
             unsettled_offsets: 0,
             bucket: BucketStats::default(),
             empty_store: 500,
+            lake_lookups: Histogram::default(),
+            lake_lookup_keys: 0,
+            maintenance: Default::default(),
         }
     }
 

@@ -36,6 +36,8 @@ use super::histogram::Histogram;
 use super::lake::StreamLake;
 use super::latency::{Latencies, Recorder};
 use super::reclaims::{self, ReclaimRun};
+use super::tiering::{Maintenance, Tiering};
+use super::timed_lake::TimedLake;
 use super::window::WindowBytes;
 use crate::{Error, Result, units};
 
@@ -52,6 +54,8 @@ pub struct RunSetup {
     pub backends: BackendConfig,
     /// The bucket directory (removed and created again by an all-or-nothing rebuild).
     pub dir: PathBuf,
+    /// The lake table's directory (`--lake iceberg`; empty or missing).
+    pub lake_dir: PathBuf,
     /// Shows the run's progress (hidden when stderr is not a terminal, and in tests).
     pub progress: ProgressBar,
     /// Wraps every engine the run opens (`None` in real runs: tests put an engine that lies
@@ -131,6 +135,13 @@ pub struct RunOutcome {
     /// Bytes on disk of the new store before anything was written (the engine's fixed
     /// footprint).
     pub empty_store: u64,
+    /// Every lookup call the bucket made to the lake (local misses; a `lookup_many` counts
+    /// once), and the keys they asked for.
+    pub lake_lookups: Histogram,
+    /// See `lake_lookups`.
+    pub lake_lookup_keys: u64,
+    /// What the lake table's maintenance did (nothing for the memory lake).
+    pub maintenance: Maintenance,
 }
 
 /// Problems described in full; the rest are only counted.
@@ -171,7 +182,12 @@ struct Shared {
     setup: RunSetup,
     stream: SeededStream,
     slot: Slot,
+    /// The model of the run, and its lake when the lake is the memory one.
     lake: Arc<StreamLake>,
+    /// Where records go past the model (a real table for `--lake iceberg`).
+    tiering: Tiering,
+    /// The bucket's lake lookuper, timed.
+    lookuper: Arc<TimedLake>,
     log: Arc<ReclaimLog>,
     ends: Ends,
     /// Bytes of the records from the lake's end on (written by the writer, read and trimmed by
@@ -198,6 +214,8 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         config.value_size,
     );
     let lake = Arc::new(StreamLake::new(stream.clone(), LAKE_SNAPSHOTS_KEPT));
+    let tiering = Tiering::open(config.lake, &setup.lake_dir, LAKE_SNAPSHOTS_KEPT).await?;
+    let lookuper = Arc::new(TimedLake::new(tiering.lookuper(&lake)));
     let scheduler = match setup.variant {
         Variant::Tidemark => Some(ReclaimScheduler::new(config.scheduler.clone())?),
         Variant::SchedulerOff | Variant::NoCleanup | Variant::AllOrNothing => None,
@@ -213,7 +231,7 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         }
         .with_sync_writes(config.sync_writes),
         backends: setup.backends.clone(),
-        lake: Arc::clone(&lake),
+        lookuper: lookuper.clone(),
         log: Arc::clone(&log),
         scheduler: scheduler.clone(),
         wrap: setup.wrap,
@@ -235,6 +253,8 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         setup,
         slot,
         lake,
+        tiering,
+        lookuper,
         log,
         ends: Ends::default(),
         window_bytes: Mutex::new(WindowBytes::default()),
@@ -245,6 +265,9 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let lake_task = tokio::spawn(lake_loop(Arc::clone(&shared), stopped.clone()));
     let reader_task = tokio::spawn(reader_loop(Arc::clone(&shared), stopped));
     let sampler_task = tokio::spawn(sampler_loop(Arc::clone(&shared), sampler_stopped));
+    let maintenance_task = shared
+        .tiering
+        .maintain(config.lake_maintenance_interval, stop.subscribe());
 
     let written = write_stream(&shared).await;
     // The sampler stops first: samples are taken one at a time (each forgets the window bytes
@@ -265,9 +288,12 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let _ = stop.send(true);
     let lake_outcome = joined(lake_task).await;
     let reader_outcome = joined(reader_task).await;
+    let maintenance = joined(maintenance_task).await;
+    let lake_lookups_while_writing = (shared.lookuper.calls(), shared.lookuper.keys());
     let mut samples = samples?;
     let written = written?;
     let (lake_outcome, mut reader_outcome) = (lake_outcome?, reader_outcome?);
+    let maintenance = maintenance?;
     samples.push(
         last_sample
             .transpose()?
@@ -276,6 +302,9 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     let bucket_stats = bucket_stats?;
 
     final_check(&shared, &mut reader_outcome).await?;
+    // The final check's lookups are not the run's: the lake lookups reported are those made
+    // while writing.
+    let (lake_lookups, lake_lookup_keys) = lake_lookups_while_writing;
     let reclaims = reclaims::runs(&shared.log, shared.origin);
     close(&shared, scheduler).await?;
 
@@ -303,6 +332,9 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         unsettled_offsets,
         bucket: bucket_stats,
         empty_store,
+        lake_lookups,
+        lake_lookup_keys,
+        maintenance,
     })
 }
 
@@ -321,7 +353,7 @@ struct Slot {
     dir: PathBuf,
     options: EngineOptions,
     backends: BackendConfig,
-    lake: Arc<StreamLake>,
+    lookuper: Arc<TimedLake>,
     log: Arc<ReclaimLog>,
     scheduler: Option<ReclaimScheduler>,
     wrap: Option<fn(EngineHandle) -> EngineHandle>,
@@ -361,7 +393,7 @@ impl Slot {
             None => engine,
         };
         let engine = Observed::wrap(engine, Arc::clone(&self.log));
-        let lake: Arc<dyn LakeLookuper> = self.lake.clone();
+        let lake: Arc<dyn LakeLookuper> = self.lookuper.clone();
         let bucket = HistoricalBucket::new(engine, lake);
         match &self.scheduler {
             Some(scheduler) => Ok(bucket.with_scheduler(scheduler, BUCKET)?),
@@ -475,6 +507,7 @@ async fn write_stream(shared: &Shared) -> Result<Written> {
         let batch = shared.stream.batch(offset, end);
         // The WAL record reaches the lake's input as soon as it is committed.
         shared.lake.append(offset, end)?;
+        shared.tiering.append(batch.records()).await?;
         shared.window_bytes().push(batch.records());
         shared.ends.applying.store(end, Ordering::SeqCst);
         let mark = shared.log.mark();
@@ -531,7 +564,7 @@ async fn lake_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> R
             continue;
         }
         end = next;
-        let snapshot = shared.lake.commit(end)?;
+        let snapshot = shared.tiering.commit(shared.lake.commit(end)?).await?;
         shared.ends.lake.store(end, Ordering::SeqCst);
         outcome.commits += 1;
         match shared.setup.variant {
@@ -550,7 +583,7 @@ async fn lake_loop(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> R
                     // The design's lake view follows the lake (old snapshots expire), though it
                     // is consulted only for keys the store has dropped: every key written since
                     // the last rebuild is local, and no newer snapshot changes an older key.
-                    shared.lake.refresh(snapshot).await?;
+                    shared.lookuper.refresh(snapshot).await?;
                 }
             }
             Variant::NoCleanup => {}
@@ -806,6 +839,7 @@ mod tests {
                 .with_budget(backend, 4)
                 .expect("a context"),
             dir: dir.join(format!("{backend}-{variant}")),
+            lake_dir: dir.join(format!("{backend}-{variant}.lake")),
             progress: ProgressBar::hidden(),
             wrap: None,
         }
@@ -910,6 +944,41 @@ mod tests {
         }
     }
 
+    /// The runs against a real Iceberg table: every answer right, local misses read the table,
+    /// and the table is compacted and expired while the run goes on.
+    #[cfg(feature = "iceberg")]
+    #[test]
+    fn runs_against_an_iceberg_table_answer_every_lookup_right() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = CompareConfig {
+            lake: crate::config::LakeKind::Iceberg,
+            lake_maintenance_interval: Duration::from_millis(100),
+            ..quick()
+        };
+        for variant in [Variant::Tidemark, Variant::AllOrNothing] {
+            let setup = setup(Backend::Memory, variant, config.clone(), tmp.path());
+            let table = setup.lake_dir.clone();
+            let run = run(setup).unwrap();
+            let what = format!("{variant}: {:?}", run.problems);
+            assert_eq!((run.mismatches, run.lookup_errors), (0, 0), "{what}");
+            assert!(run.checked > run.lookups.all.count(), "{what}");
+            assert!(run.maintenance.compactions.count() > 0, "{what}");
+            let parquet = std::fs::read_dir(table.join("data")).unwrap().count();
+            assert!(parquet > 0, "{what}: the table has data files");
+            if variant == Variant::Tidemark {
+                assert!(
+                    run.lake_lookups.count() > 0,
+                    "{what}: local misses read the table"
+                );
+                assert!(run.lake_lookup_keys >= run.lake_lookups.count(), "{what}");
+                assert!(
+                    run.maintenance.files_deleted > 0,
+                    "{what}: expiry deleted files"
+                );
+            }
+        }
+    }
+
     #[test]
     fn all_or_nothing_rebuilds_whenever_the_lake_catches_up_and_stays_right() {
         let tmp = tempfile::tempdir().unwrap();
@@ -955,7 +1024,7 @@ mod tests {
                     dir: tmp.path().join(format!("rebuild-{backend}")),
                     options: EngineOptions::default().with_sync_writes(false),
                     backends: BackendConfig::default().with_budget(backend, 4).unwrap(),
-                    lake: Arc::clone(&lake),
+                    lookuper: Arc::new(TimedLake::new(lake.clone())),
                     log: Arc::new(ReclaimLog::default()),
                     scheduler: None,
                     wrap: None,
