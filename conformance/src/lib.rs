@@ -21,6 +21,12 @@ pub mod scale;
 pub mod skip;
 
 pub use factory::{Capabilities, EngineFactory};
+// The lake scenarios' modules at the root, where the stamping macro names case modules.
+#[doc(hidden)]
+#[cfg(feature = "iceberg")]
+pub use bucket::on_iceberg_lake;
+#[doc(hidden)]
+pub use bucket::on_memory_lake;
 pub use harness::Harness;
 pub use skip::{CaseInfo, Need};
 

@@ -125,27 +125,6 @@ macro_rules! __lake_scenario_fns {
     };
 }
 
-/// Stamps lake scenarios as [`__stamp_cases!`](crate::__stamp_cases) does, calling the
-/// scenario functions of lake module `$lake` (`on_memory_lake`, `on_iceberg_lake`).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __stamp_lake_cases {
-    (($factory:expr, $lake:ident, $prefix:expr) $($name:ident [$($need:ident),*] $doc:literal,)*) => {
-        $(
-            #[doc = $doc]
-            #[test]
-            fn $name() {
-                $crate::skip::run_case(
-                    $factory,
-                    concat!($prefix, stringify!($name)),
-                    &[$($crate::Need::$need),*],
-                    $crate::bucket::$lake::$name,
-                );
-            }
-        )*
-    };
-}
-
 /// The lake scenarios on [`MemoryLake`](tidemark_bucket::lake::MemoryLake).
 pub mod on_memory_lake {
     crate::for_each_lake_scenario!(__lake_scenario_fns!(tidemark_bucket::lake::MemoryLake));
@@ -165,7 +144,7 @@ pub mod on_iceberg_lake {
 macro_rules! bucket_cases {
     ($factory:expr) => {
         $crate::for_each_bucket_scenario!(__stamp_cases!($factory, bucket, "bucket::"));
-        $crate::for_each_lake_scenario!(__stamp_lake_cases!($factory, on_memory_lake, "bucket::"));
+        $crate::for_each_lake_scenario!(__stamp_cases!($factory, on_memory_lake, "bucket::"));
     };
 }
 
@@ -176,7 +155,7 @@ macro_rules! bucket_cases {
 #[macro_export]
 macro_rules! iceberg_bucket_cases {
     ($factory:expr) => {
-        $crate::for_each_lake_scenario!(__stamp_lake_cases!(
+        $crate::for_each_lake_scenario!(__stamp_cases!(
             $factory,
             on_iceberg_lake,
             "bucket_iceberg::"
