@@ -100,6 +100,24 @@ impl DirectoryCatalog {
 
     /// The table as of the pointer.
     pub async fn load(&self) -> Result<Table> {
+        let location = self.pointer()?;
+        match self.metadata_at(&location).await {
+            Ok(metadata) => self.table(location, metadata),
+            Err(first) => {
+                // An expiry may have published a newer metadata file and deleted this one
+                // between reading the pointer and the file: read the pointer again, once.
+                let again = self.pointer()?;
+                if again == location {
+                    return Err(first);
+                }
+                let metadata = self.metadata_at(&again).await?;
+                self.table(again, metadata)
+            }
+        }
+    }
+
+    /// The metadata location the pointer names.
+    fn pointer(&self) -> Result<String> {
         let pointer = self.metadata_dir().join(POINTER);
         let location = std::fs::read_to_string(&pointer).map_err(|e| {
             lake_error(
@@ -107,25 +125,28 @@ impl DirectoryCatalog {
                 e,
             )
         })?;
-        let location = location.trim().to_owned();
+        Ok(location.trim().to_owned())
+    }
+
+    /// The metadata at `location`, parsed once per location.
+    async fn metadata_at(&self, location: &str) -> Result<Arc<TableMetadata>> {
         let cached = self
             .cached
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let metadata = match cached {
-            Some((at, metadata)) if at == location => metadata,
-            _ => {
-                let metadata = TableMetadata::read_from(&self.file_io, &location)
-                    .await
-                    .map_err(|e| lake_error(format!("cannot read lake metadata {location}"), e))?;
-                let metadata = Arc::new(metadata);
-                *self.cached.lock().unwrap_or_else(PoisonError::into_inner) =
-                    Some((location.clone(), Arc::clone(&metadata)));
-                metadata
-            }
-        };
-        self.table(location, metadata)
+        if let Some((at, metadata)) = cached
+            && at == location
+        {
+            return Ok(metadata);
+        }
+        let metadata = TableMetadata::read_from(&self.file_io, location)
+            .await
+            .map_err(|e| lake_error(format!("cannot read lake metadata {location}"), e))?;
+        let metadata = Arc::new(metadata);
+        *self.cached.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((location.to_owned(), Arc::clone(&metadata)));
+        Ok(metadata)
     }
 
     fn table(&self, location: String, metadata: Arc<TableMetadata>) -> Result<Table> {

@@ -37,8 +37,14 @@ pub(crate) async fn write(table: &Table, rows: &[Row], purpose: &str) -> Result<
         Some(uuid::Uuid::now_v7().to_string()),
         DataFileFormat::Parquet,
     );
+    // Statistics are kept whole: Parquet cuts them at 64 bytes by default and marks a cut bound
+    // inexact, and Iceberg leaves inexact bounds out when it sums a file's row groups into the
+    // file's key bounds, which then no longer hold every key and would let a lookup skip the file
+    // holding its newest version.
     let properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_statistics_truncate_length(None)
+        .set_column_index_truncate_length(None)
         .build();
     let parquet = ParquetWriterBuilder::new(properties, schema);
     let rolling = RollingFileWriterBuilder::new_with_default_file_size(

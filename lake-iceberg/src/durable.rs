@@ -22,6 +22,13 @@ pub(crate) fn sync_file(location: &str) -> Result<()> {
     Ok(())
 }
 
+/// Syncs the directory `dir` (the entries of files and directories created in it).
+pub(crate) fn sync_dir(dir: &std::path::Path) -> Result<()> {
+    fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| lake_error(format!("cannot sync {}", dir.display()), e))
+}
+
 /// Syncs the manifest lists, manifests and data files of the snapshots `new` has and `old` has
 /// not.
 pub(crate) async fn sync_new_files(new: &TableMetadata, old: &TableMetadata) -> Result<()> {

@@ -75,6 +75,11 @@ impl IcebergLake {
         let dir: PathBuf = dir
             .canonicalize()
             .map_err(|e| lake_error(format!("cannot resolve {}", dir.display()), e))?;
+        // A new table's directories must survive a crash as its first commit's files will.
+        crate::durable::sync_dir(&dir)?;
+        if let Some(parent) = dir.parent() {
+            crate::durable::sync_dir(parent)?;
+        }
         if dir.to_str().is_none() {
             return Err(Error::invalid(format!(
                 "the lake directory {} is not valid UTF-8, which Iceberg locations must be",

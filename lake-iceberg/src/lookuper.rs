@@ -28,9 +28,9 @@ use crate::snapshots;
 /// [`lookup_many`](LakeLookuper::lookup_many) reads all its keys in one scan.
 ///
 /// When a lookup fails (the snapshot's files were removed by a compaction and an expiry), the
-/// lookuper moves to the table's live snapshot that is closest to what it served without going
-/// back in time (the same or a newer commit, with the same or a larger end for its bucket,
-/// the smallest such end first) and retries once.
+/// lookuper moves to the newest live snapshot with the same end for its bucket (a compaction's,
+/// or another bucket's commit) and retries once; with none, the lookup fails until the bucket
+/// refreshes it to a newer snapshot.
 #[derive(Debug)]
 pub struct IcebergLookuper {
     lake: IcebergLake,
@@ -162,21 +162,18 @@ impl IcebergLookuper {
         })
     }
 
-    /// The live snapshot closest to `from` that does not go back in time: sequence at least
-    /// `from`'s, end for this bucket at least `from`'s; the smallest end, then the newest commit.
+    /// The newest live snapshot at `from`'s end for this bucket and no older a commit: the same
+    /// records, rewritten (a compaction) or committed again with other buckets' progress.
+    ///
+    /// Never a larger end: the bucket decides which local entries to trust from the end it
+    /// refreshed to, and answers from records past it (possibly not applied yet) could be
+    /// followed by an older local version once the host applies it.
     async fn successor(&self, from: LakeSnapshot) -> Result<Option<Served>> {
         let table = self.lake.table().await?;
         let mut best: Option<LakeSnapshot> = None;
         for snapshot in snapshots::by_sequence(table.metadata()) {
             let seen = snapshots::for_bucket(&snapshot, self.bucket)?;
-            if seen.id < from.id || seen.end_offset < from.end_offset {
-                continue;
-            }
-            let better = best.is_none_or(|b| {
-                seen.end_offset < b.end_offset
-                    || (seen.end_offset == b.end_offset && seen.id > b.id)
-            });
-            if better {
+            if seen.id >= from.id && seen.end_offset == from.end_offset {
                 best = Some(seen);
             }
         }
@@ -289,8 +286,8 @@ impl LakeLookuper for IcebergLookuper {
         let result = match self.read(&served, keys).await {
             Ok(values) => Ok(values),
             Err(first) => {
-                // The served snapshot's files may be gone (compacted and expired): move forward
-                // to the closest live snapshot and retry once, never back in time.
+                // The served snapshot's files may be gone (compacted and expired): move to a newer
+                // snapshot at the same end and retry once.
                 match self.successor(served.snapshot).await {
                     Ok(Some(next)) => {
                         self.counters.retries.fetch_add(1, Ordering::Relaxed);

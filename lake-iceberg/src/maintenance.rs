@@ -36,7 +36,8 @@ pub struct Expiry {
 impl IcebergLake {
     /// Keeps only the newest `newest` snapshots (at least 1) and deletes every file the kept
     /// ones do not need, as a lake's snapshot expiry does: a lookuper still serving an expired
-    /// snapshot fails its next read and moves forward (see [`crate::IcebergLookuper`]).
+    /// snapshot fails its next read and moves to a newer one at its end if there is one (see
+    /// [`crate::IcebergLookuper`]).
     pub async fn expire_snapshots(&self, newest: usize) -> Result<Expiry> {
         if newest == 0 {
             return Err(Error::invalid(
@@ -52,11 +53,18 @@ impl IcebergLake {
             .take(all.len().saturating_sub(newest))
             .map(|s| s.snapshot_id())
             .collect();
+        let before = all.len();
         let table = if expired.is_empty() {
             table
         } else {
             let tx = Transaction::new(&table);
-            let action = tx.expire_snapshots().expire_snapshot_ids(expired.clone());
+            // Only the snapshots named: without a cutoff of its own, Iceberg's action also
+            // expires every snapshot older than the table's maximum age (5 days by default).
+            let action = tx
+                .expire_snapshots()
+                .expire_snapshot_ids(expired)
+                .expire_older_than_ms(i64::MIN)
+                .retain_last(newest);
             action
                 .apply(tx)
                 .map_err(|e| lake_error("cannot stage the lake's snapshot expiry", e))?
@@ -66,7 +74,7 @@ impl IcebergLake {
         };
         let files = self.delete_unreferenced(&table).await?;
         Ok(Expiry {
-            snapshots: expired.len(),
+            snapshots: before.saturating_sub(table.metadata().snapshots().len()),
             files,
         })
     }

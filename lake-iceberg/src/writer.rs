@@ -28,7 +28,11 @@ use crate::snapshots;
 #[derive(Debug)]
 pub struct TieringWriter {
     lake: IcebergLake,
+    /// Held only to read or change the state, never across a commit's I/O, so appends go on
+    /// while a commit writes.
     state: tokio::sync::Mutex<State>,
+    /// Commits, one at a time (the committed ends change only under it).
+    commits: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +81,7 @@ impl TieringWriter {
                 committed,
                 pending: BTreeMap::new(),
             }),
+            commits: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -121,32 +126,8 @@ impl TieringWriter {
     /// snapshot recording the new ends (other buckets keep theirs). An end may not go below the
     /// bucket's committed end; it may go beyond the records appended (offsets the log skipped).
     pub async fn commit(&self, ends: &[(u64, u64)]) -> Result<LakeCommit> {
-        let mut state = self.state.lock().await;
-        let mut new_ends = state.committed.clone();
-        // Keyed by (bucket, key, offset): sorted as data files are written, and a record that
-        // repeats an offset for its key replaces the one before it, as it does in the engine.
-        let mut rows = BTreeMap::new();
-        for &(bucket, end) in ends {
-            check_bucket(bucket)?;
-            let committed = state.committed.get(bucket);
-            if end < committed {
-                return Err(Error::invalid(format!(
-                    "bucket {bucket}'s lake end {end} is below its committed end {committed}"
-                )));
-            }
-            if new_ends.get(bucket) != committed {
-                return Err(Error::invalid(format!(
-                    "bucket {bucket} is named twice in one lake commit"
-                )));
-            }
-            new_ends.set(bucket, end);
-            let pending = state.pending.get(&bucket).map_or(&[][..], Vec::as_slice);
-            for record in pending.iter().take_while(|r| r.offset() < end) {
-                let row = Row::from_record(bucket, record);
-                rows.insert((bucket, row.key.clone(), row.offset), row);
-            }
-        }
-        let rows: Vec<Row> = rows.into_values().collect();
+        let _commit = self.commits.lock().await;
+        let (committed_before, new_ends, rows) = self.plan(ends).await?;
         let n = rows.len();
 
         let sequence = {
@@ -156,7 +137,7 @@ impl TieringWriter {
                 Some(snapshot) => snapshots::ends(snapshot)?,
                 None => BucketEnds::default(),
             };
-            if current != state.committed {
+            if current != committed_before {
                 return Err(Error::lake(
                     "the lake table was committed to by another writer since this one opened: \
                      reopen the tiering writer",
@@ -187,6 +168,7 @@ impl TieringWriter {
         };
 
         // Committed: drop what the table now holds.
+        let mut state = self.state.lock().await;
         for &(bucket, end) in ends {
             if let Some(pending) = state.pending.get_mut(&bucket) {
                 let done = pending.partition_point(|r| r.offset() < end);
@@ -199,6 +181,41 @@ impl TieringWriter {
             ends: new_ends,
             rows: n,
         })
+    }
+
+    /// What a commit of `ends` writes: the committed ends it starts from, the new ends, and the
+    /// rows, sorted by (bucket, key, offset).
+    async fn plan(&self, ends: &[(u64, u64)]) -> Result<(BucketEnds, BucketEnds, Vec<Row>)> {
+        let state = self.state.lock().await;
+        let mut new_ends = state.committed.clone();
+        // Keyed by (bucket, key, offset): sorted as data files are written, and a record that
+        // repeats an offset for its key replaces the one before it, as it does in the engine.
+        let mut rows = BTreeMap::new();
+        for &(bucket, end) in ends {
+            check_bucket(bucket)?;
+            let committed = state.committed.get(bucket);
+            if end < committed {
+                return Err(Error::invalid(format!(
+                    "bucket {bucket}'s lake end {end} is below its committed end {committed}"
+                )));
+            }
+            if new_ends.get(bucket) != committed {
+                return Err(Error::invalid(format!(
+                    "bucket {bucket} is named twice in one lake commit"
+                )));
+            }
+            new_ends.set(bucket, end);
+            let pending = state.pending.get(&bucket).map_or(&[][..], Vec::as_slice);
+            for record in pending.iter().take_while(|r| r.offset() < end) {
+                let row = Row::from_record(bucket, record);
+                rows.insert((bucket, row.key.clone(), row.offset), row);
+            }
+        }
+        Ok((
+            state.committed.clone(),
+            new_ends,
+            rows.into_values().collect(),
+        ))
     }
 }
 

@@ -19,8 +19,8 @@ pub trait TestLake: Send + Sync + Sized + 'static {
     /// How test names and messages call the lake.
     const NAME: &'static str;
 
-    /// Whether a lookuper whose snapshot expired moves to a newer one by itself on its next
-    /// failed read (as Fluss's lookupers do) instead of failing until refreshed.
+    /// Whether a lookuper whose snapshot expired moves by itself, on its next failed read, to a
+    /// newer snapshot at the same end (a compaction's), instead of failing until refreshed.
     const MOVES_FORWARD_ON_EXPIRY: bool;
 
     /// Whether a failing lake still answers a key no data file can hold (its metadata, cached
