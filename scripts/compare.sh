@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
+# Library backtraces off unless asked for (RUST_BACKTRACE still gives a panic's): the iceberg crate
+# captures one in every error it creates, discarded ones on its read path included, and with
+# RUST_BACKTRACE=1 alone every lake lookup of `--lake iceberg` would pay for that.
+export RUST_LIB_BACKTRACE="${RUST_LIB_BACKTRACE:-0}"
 # The dev profile builds dependencies optimised and shares the RocksDB build with the tests.
 features=()
 previous=""

@@ -204,6 +204,15 @@ fn data_files(dir: &Path) -> Result<usize> {
     Ok(n)
 }
 
+/// Whether `std::backtrace::Backtrace::capture` captures in this process (as std decides it).
+fn backtraces_captured() -> bool {
+    let on = |v: std::ffi::OsString| v != "0";
+    match std::env::var_os("RUST_LIB_BACKTRACE") {
+        Some(v) => on(v),
+        None => std::env::var_os("RUST_BACKTRACE").is_some_and(on),
+    }
+}
+
 fn human(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s >= 1e-3 {
@@ -567,6 +576,13 @@ async fn run(args: Args) -> Result<()> {
         args.lookups,
         args.batches
     );
+    if backtraces_captured() {
+        println!(
+            "note: RUST_BACKTRACE / RUST_LIB_BACKTRACE enable std backtraces; iceberg captures one \
+             in every error it creates, including some it creates and discards on the lookup \
+             path, so lake lookups here cost more than with RUST_LIB_BACKTRACE=0"
+        );
+    }
     let tiered_figures = measure(&bucket, &lookuper, &space, &args, 1).await?;
     report(
         &format!("as tiered ({files} data files, one per commit)"),
