@@ -12,6 +12,7 @@ use iceberg::writer::file_writer::location_generator::{
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use tidemark_bucket::Result;
 
 use crate::durable;
@@ -20,7 +21,14 @@ use crate::rows::{self, Row};
 
 /// Rows per Parquet row group: small enough that a point lookup reads a fraction of a large
 /// file, large enough that the per-group statistics stay a small part of it.
-const ROW_GROUP_ROWS: usize = 4096;
+pub(crate) const ROW_GROUP_ROWS: usize = 4096;
+
+/// The key bloom filters' false-positive rate: about 10 bits a key.
+const KEY_FILTER_FPP: f64 = 0.01;
+
+/// Rows per data page. With each file's offset index, a lookup fetches and decodes the value
+/// pages of the rows it selected, not the row group's whole value column.
+pub(crate) const PAGE_ROWS: usize = 128;
 
 /// Writes `rows` (sorted) as new data files of `table` and syncs them. `purpose` names the files
 /// (`tier` or `compact`), so an operator can tell them apart.
@@ -43,6 +51,16 @@ pub(crate) async fn write(table: &Table, rows: &[Row], purpose: &str) -> Result<
     // holding its newest version.
     let properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_data_page_row_count_limit(PAGE_ROWS)
+        .set_write_batch_size(PAGE_ROWS)
+        // Keys and values are mostly distinct: a dictionary only adds a page to decode.
+        .set_column_dictionary_enabled(ColumnPath::from(rows::KEY), false)
+        .set_column_dictionary_enabled(ColumnPath::from(rows::VALUE), false)
+        // A key bloom filter per row group: a lookup skips the groups (and files) whose key
+        // bounds span its key but which do not hold it, as a tiered file's mostly do.
+        .set_column_bloom_filter_enabled(ColumnPath::from(rows::KEY), true)
+        .set_column_bloom_filter_ndv(ColumnPath::from(rows::KEY), ROW_GROUP_ROWS as u64)
+        .set_column_bloom_filter_fpp(ColumnPath::from(rows::KEY), KEY_FILTER_FPP)
         .set_statistics_truncate_length(None)
         .set_column_index_truncate_length(None)
         .build();

@@ -8,6 +8,7 @@ use iceberg::table::Table;
 use tidemark_bucket::{Error, LakeSnapshot, Result};
 
 use crate::catalog::DirectoryCatalog;
+use crate::data_file_reader::FileIndexes;
 use crate::error::lake_error;
 use crate::lookuper::IcebergLookuper;
 use crate::rows;
@@ -63,6 +64,8 @@ struct Inner {
     /// Expiry and compaction, one at a time: a compaction writes files before it commits, which
     /// an expiry's sweep of unreferenced files must not see.
     maintenance: tokio::sync::Mutex<()>,
+    /// Data files' indexes, read once for every lookuper.
+    file_indexes: FileIndexes,
 }
 
 impl IcebergLake {
@@ -103,6 +106,7 @@ impl IcebergLake {
                 catalog,
                 writes: tokio::sync::Mutex::new(()),
                 maintenance: tokio::sync::Mutex::new(()),
+                file_indexes: FileIndexes::default(),
             }),
         })
     }
@@ -140,6 +144,10 @@ impl IcebergLake {
 
     pub(crate) fn catalog(&self) -> &DirectoryCatalog {
         &self.inner.catalog
+    }
+
+    pub(crate) fn file_indexes(&self) -> &FileIndexes {
+        &self.inner.file_indexes
     }
 
     /// The table as last committed.

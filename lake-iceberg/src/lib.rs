@@ -17,15 +17,19 @@
 //! (§ The Iceberg lake).
 
 mod catalog;
+mod data_file_reader;
 mod data_files;
 mod durable;
 mod error;
+mod key_reads;
 mod lake;
 mod lookuper;
 mod maintenance;
 mod offsets;
 mod rows;
 mod snapshots;
+#[cfg(test)]
+mod testing;
 mod writer;
 
 pub use lake::IcebergLake;

@@ -450,3 +450,93 @@ async fn long_keys_at_a_files_edge_answer_the_model() {
         }
     }
 }
+
+/// Three buckets' versions of overlapping keys, interleaved in the same files, over many pages
+/// and row groups: at every snapshot, and after compaction, each bucket answers its model at its
+/// own end, key by key and in batches that mix present, deleted and absent keys.
+#[tokio::test]
+async fn every_snapshot_answers_each_buckets_model_at_its_end() {
+    use std::collections::BTreeMap;
+
+    type Versions = BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
+    fn at(model: &Versions, key: &[u8], end: u64) -> Option<Vec<u8>> {
+        model
+            .get(key)
+            .and_then(|versions| versions.iter().rev().find(|(o, _)| *o < end))
+            .and_then(|(_, v)| v.clone())
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    let buckets = [1u64, 2, 3];
+    let mut models: Vec<Versions> = vec![Versions::new(); buckets.len()];
+    let mut offsets = [0u64; 3];
+    let mut snapshots: Vec<Vec<LakeSnapshot>> = vec![Vec::new(); buckets.len()];
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _commit in 0..4 {
+        for (b, bucket) in buckets.iter().enumerate() {
+            let mut records = Vec::new();
+            for _ in 0..2_500 {
+                let key = format!("key-{:05}", next() % 6_000).into_bytes();
+                let offset = offsets[b];
+                offsets[b] += 1;
+                let value = (next() % 5 != 0).then(|| format!("b{bucket}-{offset}").into_bytes());
+                records.push(match &value {
+                    Some(v) => Record::put(key.clone(), v.clone(), offset),
+                    None => Record::delete(key.clone(), offset),
+                });
+                models[b].entry(key).or_default().push((offset, value));
+            }
+            writer.append(*bucket, records).await.unwrap();
+        }
+        let ends: Vec<(u64, u64)> = buckets.iter().copied().zip(offsets).collect();
+        let commit = writer.commit(&ends).await.unwrap();
+        for (b, bucket) in buckets.iter().enumerate() {
+            snapshots[b].push(commit.snapshot(*bucket));
+        }
+    }
+    let compacted = lake.compact().await.unwrap().unwrap();
+    for (snapshots, end) in snapshots.iter_mut().zip(offsets) {
+        snapshots.push(LakeSnapshot::new(compacted, end));
+    }
+
+    // Every 7th key of the key space, and keys never written.
+    let keys: Vec<Vec<u8>> = (0..6_000)
+        .step_by(7)
+        .map(|i| format!("key-{i:05}").into_bytes())
+        .chain((0..20).map(|i| format!("key-{i:05}-absent").into_bytes()))
+        .collect();
+    for (b, bucket) in buckets.iter().enumerate() {
+        let lookuper = lake.lookuper(*bucket);
+        for snapshot in &snapshots[b] {
+            lookuper.refresh(*snapshot).await.unwrap();
+            let want: Vec<_> = keys
+                .iter()
+                .map(|k| at(&models[b], k, snapshot.end_offset))
+                .collect();
+            assert!(want.iter().any(Option::is_some) && want.iter().any(Option::is_none));
+            for (batch, want) in keys.chunks(100).zip(want.chunks(100)) {
+                assert_eq!(
+                    lookuper.lookup_many(batch).await.unwrap(),
+                    want,
+                    "bucket {bucket} at {snapshot:?}"
+                );
+            }
+            for (key, want) in keys.iter().zip(&want).step_by(13) {
+                assert_eq!(
+                    &lookuper.lookup(key).await.unwrap(),
+                    want,
+                    "bucket {bucket} at {snapshot:?}, key {}",
+                    String::from_utf8_lossy(key)
+                );
+            }
+        }
+    }
+}

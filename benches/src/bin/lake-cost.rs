@@ -190,18 +190,34 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
 }
 
 /// The Parquet data files under the table's directory.
-fn data_files(dir: &Path) -> Result<usize> {
-    let mut n = 0;
+fn data_files(dir: &Path) -> Result<DataFiles> {
+    let mut files = DataFiles::default();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
         if entry.file_type()?.is_dir() {
-            n += data_files(&path)?;
+            let inner = data_files(&path)?;
+            files.count += inner.count;
+            files.bytes += inner.bytes;
         } else if path.extension().is_some_and(|e| e == "parquet") {
-            n += 1;
+            files.count += 1;
+            files.bytes += entry.metadata()?.len();
         }
     }
-    Ok(n)
+    Ok(files)
+}
+
+/// The Parquet files under a lake directory.
+#[derive(Debug, Default, Clone, Copy)]
+struct DataFiles {
+    count: usize,
+    bytes: u64,
+}
+
+impl DataFiles {
+    fn mib(self) -> f64 {
+        self.bytes as f64 / (1024.0 * 1024.0)
+    }
 }
 
 /// Whether `std::backtrace::Backtrace::capture` captures in this process (as std decides it).
@@ -585,7 +601,11 @@ async fn run(args: Args) -> Result<()> {
     }
     let tiered_figures = measure(&bucket, &lookuper, &space, &args, 1).await?;
     report(
-        &format!("as tiered ({files} data files, one per commit)"),
+        &format!(
+            "as tiered ({} data files, one per commit, {:.1} MiB)",
+            files.count,
+            files.mib()
+        ),
         &tiered_figures,
     );
 
@@ -605,14 +625,20 @@ async fn run(args: Args) -> Result<()> {
         || format!("lake progress to the compacted {latest:?}: {progress:?}"),
     )?;
     let files = data_files(&lake_dir)?;
-    ensure(files == 1, || {
-        format!("the compacted, expired lake has {files} data files, not 1")
+    ensure(files.count == 1, || {
+        format!(
+            "the compacted, expired lake has {} data files, not 1",
+            files.count
+        )
     })?;
     let compacted_figures = measure(&bucket, &lookuper, &space, &args, 2).await?;
     report(
         &format!(
-            "compacted ({files} data file; expiry removed {} snapshots, {} files)",
-            expiry.snapshots, expiry.files
+            "compacted ({} data file, {:.1} MiB; expiry removed {} snapshots, {} files)",
+            files.count,
+            files.mib(),
+            expiry.snapshots,
+            expiry.files
         ),
         &compacted_figures,
     );
