@@ -61,21 +61,30 @@ impl FileIndex {
                 })
         };
         let (bucket_column, key_column) = (leaf(BUCKET)?, leaf(KEY)?);
+        let size = bytes.size;
+        check_footer(footer.metadata(), size).map_err(|problem| {
+            Error::lake(format!("the lake data file {path} is damaged: {problem}"))
+        })?;
         let mut key_filters = Vec::new();
         let mut filter_bytes = 0;
         for group in footer.metadata().row_groups() {
             let chunk = group.column(key_column);
-            // A filter whose length the footer does not record is not read: the group is then
-            // judged by its bounds alone.
+            // A filter the footer does not place within the file, or that does not parse as a
+            // whole number of blocks, is not used: the group is then judged by its bounds alone.
+            let within = |offset: i64, length: i32| {
+                let start = u64::try_from(offset).ok()?;
+                let end = start.checked_add(u64::try_from(length).ok()?)?;
+                (end <= size).then_some(start..end)
+            };
             let filter = match (chunk.bloom_filter_offset(), chunk.bloom_filter_length()) {
-                (Some(offset), Some(length)) => {
-                    let start = u64::try_from(offset).map_err(|e| cannot_read(e.into()))?;
-                    let end = start + u64::try_from(length).map_err(|e| cannot_read(e.into()))?;
-                    let raw = bytes.get_bytes(start..end).await.map_err(cannot_read)?;
-                    let filter = Sbbf::from_bytes(&raw).map_err(cannot_read)?;
-                    filter_bytes += raw.len();
-                    Some(filter)
-                }
+                (Some(offset), Some(length)) => match within(offset, length) {
+                    Some(range) => {
+                        let raw = bytes.get_bytes(range).await.map_err(cannot_read)?;
+                        filter_bytes += raw.len();
+                        whole_filter(&raw)
+                    }
+                    None => None,
+                },
                 _ => None,
             };
             key_filters.push(filter);
@@ -89,6 +98,63 @@ impl FileIndex {
             bytes,
         })
     }
+}
+
+/// The bloom filter `raw` holds (header and bitset), if it parses to the blocks it declares: Parquet
+/// drops a partial block and answers from no blocks at all with a panic, and a filter with its
+/// blocks shifted would rule out keys it holds.
+fn whole_filter(raw: &[u8]) -> Option<Sbbf> {
+    let filter = Sbbf::from_bytes(raw).ok()?;
+    if filter.num_blocks() == 0 {
+        return None;
+    }
+    // Written again, a whole filter takes exactly the bytes it was read from.
+    let mut rewritten = Vec::with_capacity(raw.len());
+    filter.write(&mut rewritten).ok()?;
+    (rewritten.len() == raw.len()).then_some(filter)
+}
+
+/// What the reader relies on in a footer, checked once so a damaged file is an error instead of
+/// a panic inside Parquet: row counts that are not negative and add up to the file's, and pages
+/// that lie within the file in row order within their group.
+fn check_footer(footer: &ParquetMetaData, size: u64) -> std::result::Result<(), String> {
+    let mut total: i64 = 0;
+    for (g, group) in footer.row_groups().iter().enumerate() {
+        let rows = group.num_rows();
+        total = total
+            .checked_add(rows)
+            .filter(|_| rows >= 0)
+            .ok_or_else(|| format!("row group {g} claims {rows} rows"))?;
+        let Some(columns) = footer.offset_index().and_then(|index| index.get(g)) else {
+            continue;
+        };
+        for (c, column) in columns.iter().enumerate() {
+            let mut previous: Option<i64> = None;
+            for page in column.page_locations() {
+                let first = page.first_row_index;
+                let in_order =
+                    first >= 0 && (first < rows || rows == 0) && previous.is_none_or(|p| first > p);
+                let end = u64::try_from(page.offset).ok().and_then(|start| {
+                    start.checked_add(u64::try_from(page.compressed_page_size).ok()?)
+                });
+                if !in_order || end.is_none_or(|end| end > size) {
+                    return Err(format!(
+                        "a page of column {c} in row group {g} is out of place (row {first}, \
+                         bytes from {})",
+                        page.offset
+                    ));
+                }
+                previous = Some(first);
+            }
+        }
+    }
+    let declared = footer.file_metadata().num_rows();
+    if total != declared {
+        return Err(format!(
+            "its row groups hold {total} rows, its footer says {declared}"
+        ));
+    }
+    Ok(())
 }
 
 /// The indexes of data files, by path, shared by every lookuper of a lake.
@@ -106,7 +172,9 @@ impl Default for FileIndexes {
 
 #[derive(Default)]
 struct Cached {
-    by_path: HashMap<String, Arc<FileIndex>>,
+    /// By path and size: a path written again with other content (not something the table's
+    /// writers do) is not answered from the old file's index.
+    by_file: HashMap<(String, u64), Arc<FileIndex>>,
     bytes: usize,
 }
 
@@ -114,7 +182,7 @@ impl std::fmt::Debug for FileIndexes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let cached = self.lock();
         f.debug_struct("FileIndexes")
-            .field("files", &cached.by_path.len())
+            .field("files", &cached.by_file.len())
             .field("bytes", &cached.bytes)
             .finish()
     }
@@ -131,32 +199,32 @@ impl FileIndexes {
     /// Whether the index of `path` is held.
     #[cfg(test)]
     pub(crate) fn holds(&self, path: &str) -> bool {
-        self.lock().by_path.contains_key(path)
+        self.lock().by_file.keys().any(|(p, _)| p == path)
     }
 
     /// Indexes held.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.lock().by_path.len()
+        self.lock().by_file.len()
     }
 
-    fn get(&self, path: &str) -> Option<Arc<FileIndex>> {
-        self.lock().by_path.get(path).cloned()
+    fn get(&self, file: &(String, u64)) -> Option<Arc<FileIndex>> {
+        self.lock().by_file.get(file).cloned()
     }
 
-    fn insert(&self, path: &str, index: Arc<FileIndex>) {
+    fn insert(&self, file: (String, u64), index: Arc<FileIndex>) {
         let mut cached = self.lock();
         cached.bytes += index.bytes;
-        if let Some(replaced) = cached.by_path.insert(path.to_owned(), index) {
+        if let Some(replaced) = cached.by_file.insert(file.clone(), index) {
             cached.bytes -= replaced.bytes;
         }
         // Any other entry will do: expired files' indexes go this way, and a live one evicted
         // is read again on its next lookup.
         while cached.bytes > self.capacity {
-            let Some(evicted) = cached.by_path.keys().find(|p| p.as_str() != path).cloned() else {
+            let Some(evicted) = cached.by_file.keys().find(|f| **f != file).cloned() else {
                 break;
             };
-            if let Some(index) = cached.by_path.remove(&evicted) {
+            if let Some(index) = cached.by_file.remove(&evicted) {
                 cached.bytes -= index.bytes;
             }
         }
@@ -188,19 +256,32 @@ pub(crate) async fn index(
     path: &str,
     size: u64,
 ) -> Result<Arc<FileIndex>> {
-    if let Some(index) = indexes.get(path) {
+    let file = (path.to_owned(), size);
+    if let Some(index) = indexes.get(&file) {
         return Ok(index);
     }
     let mut bytes = open(file_io, path, size).await?;
     let index = Arc::new(FileIndex::read(&mut bytes, path).await?);
-    indexes.insert(path, Arc::clone(&index));
+    indexes.insert(file, Arc::clone(&index));
     Ok(index)
+}
+
+/// An empty range reads nothing; a reversed one is an error.
+fn empty_range(range: &Range<u64>) -> parquet::errors::Result<Bytes> {
+    if range.start == range.end {
+        Ok(Bytes::new())
+    } else {
+        Err(ParquetError::General(format!(
+            "a damaged footer asks for bytes {range:?}"
+        )))
+    }
 }
 
 /// Ranges at most this far apart are read together.
 const READ_GAP: u64 = 16 * 1024;
 
-/// The reads that cover `ranges`: sorted by start, with ranges less than `gap` apart merged.
+/// The reads that cover the non-empty `ranges`: sorted by start, with ranges at most `gap` apart
+/// merged.
 fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
     let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.start < r.end).cloned().collect();
     sorted.sort_unstable_by_key(|r| r.start);
@@ -224,6 +305,11 @@ pub(crate) struct DataFileBytes {
 
 impl AsyncFileReader for DataFileBytes {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        // A range from a damaged footer may be reversed; the file reader would underflow on it.
+        if range.start >= range.end {
+            let empty = empty_range(&range);
+            return async move { empty }.boxed();
+        }
         self.read
             .read(range)
             .map(|read| read.map_err(|e| ParquetError::External(Box::new(e))))
@@ -250,6 +336,9 @@ impl AsyncFileReader for DataFileBytes {
             ranges
                 .iter()
                 .map(|range| {
+                    if range.start >= range.end {
+                        return empty_range(range);
+                    }
                     // The read that starts last at or before the range holds it.
                     let i = reads.partition_point(|r| r.start <= range.start);
                     let read = i
@@ -260,10 +349,14 @@ impl AsyncFileReader for DataFileBytes {
                             "no read covers bytes {range:?}"
                         )));
                     };
-                    let start = usize::try_from(range.start - read.start);
-                    let end = usize::try_from(range.end - read.start);
-                    match (start, end) {
-                        (Ok(start), Ok(end)) if end <= bytes.len() => Ok(bytes.slice(start..end)),
+                    let within = |at: u64| {
+                        at.checked_sub(read.start)
+                            .and_then(|at| usize::try_from(at).ok())
+                    };
+                    match (within(range.start), within(range.end)) {
+                        (Some(start), Some(end)) if start <= end && end <= bytes.len() => {
+                            Ok(bytes.slice(start..end))
+                        }
                         _ => Err(ParquetError::General(format!(
                             "a read of {} bytes does not hold bytes {range:?}",
                             bytes.len()

@@ -98,10 +98,12 @@ fn keys_in_group<'k>(
     metadata: &RowGroupMetaData,
 ) -> Vec<&'k [u8]> {
     let mut candidates: &[Vec<u8>] = keys;
-    if let Some(s) = metadata.column(index.key_column).statistics()
+    if let Some(Statistics::ByteArray(s)) = metadata.column(index.key_column).statistics()
         && s.min_is_exact()
         && s.max_is_exact()
         && let (Some(lowest), Some(highest)) = (s.min_bytes_opt(), s.max_bytes_opt())
+        // Bounds out of order are damaged: they rule nothing out.
+        && lowest <= highest
     {
         let first = keys.partition_point(|k| k.as_slice() < lowest);
         let end = keys.partition_point(|k| k.as_slice() <= highest);
@@ -148,11 +150,11 @@ fn pages_of(
         };
         let len = end.checked_sub(first)?;
         let read = match (bounds.min_value(page), bounds.max_value(page)) {
-            (Some(lowest), Some(highest)) => {
+            (Some(lowest), Some(highest)) if lowest <= highest => {
                 let first_not_below = keys.partition_point(|k| *k < lowest);
                 keys.get(first_not_below).is_some_and(|k| *k <= highest)
             }
-            // A page with no bounds (all null, or not recorded) is read.
+            // A page with no bounds (all null, or not recorded) or damaged ones is read.
             _ => true,
         };
         runs.push(if read {
@@ -166,7 +168,7 @@ fn pages_of(
 
 /// The row groups of a file to read for the wanted keys, and the runs of their rows to read
 /// and skip (in group order).
-fn plan_reads(index: &FileIndex, wanted: &WantedKeys) -> (Vec<usize>, Vec<RowSelector>) {
+fn plan_reads(index: &FileIndex, wanted: &WantedKeys) -> Result<(Vec<usize>, Vec<RowSelector>)> {
     let mut groups = Vec::new();
     let mut runs = Vec::new();
     for (i, group) in index.footer.metadata().row_groups().iter().enumerate() {
@@ -177,7 +179,13 @@ fn plan_reads(index: &FileIndex, wanted: &WantedKeys) -> (Vec<usize>, Vec<RowSel
         if keys.is_empty() {
             continue;
         }
-        let rows = usize::try_from(group.num_rows()).unwrap_or(0);
+        // Row counts were checked when the index was read: none is negative.
+        let rows = usize::try_from(group.num_rows()).map_err(|_| {
+            Error::lake(format!(
+                "row group {i} of a lake data file claims {} rows",
+                group.num_rows()
+            ))
+        })?;
         let pages =
             pages_of(index, i, rows, &keys).unwrap_or_else(|| vec![RowSelector::select(rows)]);
         if pages.iter().any(|run| !run.skip && run.row_count > 0) {
@@ -185,7 +193,7 @@ fn plan_reads(index: &FileIndex, wanted: &WantedKeys) -> (Vec<usize>, Vec<RowSel
             runs.extend(pages);
         }
     }
-    (groups, runs)
+    Ok((groups, runs))
 }
 
 /// Every version of the wanted keys in the data file of `task` (no other rows).
@@ -210,7 +218,7 @@ pub(crate) async fn versions(
     }
     let size = task.file_size_in_bytes;
     let index = data_file_reader::index(file_io, indexes, path, size).await?;
-    let (groups, runs) = plan_reads(&index, wanted);
+    let (groups, runs) = plan_reads(&index, wanted)?;
     if groups.is_empty() {
         // The file is not opened: its index rules every key out.
         return Ok(Vec::new());
@@ -242,8 +250,10 @@ pub(crate) async fn versions(
 mod tests {
     use engine_api::batch::Record;
 
+    use tidemark_bucket::{LakeLookuper, LakeSnapshot};
+
     use super::*;
-    use crate::data_files::{PAGE_ROWS, ROW_GROUP_ROWS};
+    use crate::data_files::{FileLayout, PAGE_ROWS, ROW_GROUP_ROWS};
     use crate::lake::IcebergLake;
 
     const KEYS: u64 = 5_000;
@@ -268,21 +278,16 @@ mod tests {
         let records = (0..KEYS).map(|i| Record::put(key_of_2(i), "v", i));
         writer.append(2, records).await.unwrap();
         writer.commit(&[(1, KEYS), (2, KEYS)]).await.unwrap();
-        let table = lake.table().await.unwrap();
-        let tasks = crate::testing::planned_files(&table, None).await;
-        assert_eq!(tasks.len(), 1);
-        let task = &tasks[0];
-        let index = data_file_reader::index(
-            table.file_io(),
-            lake.file_indexes(),
-            &task.data_file_path,
-            task.file_size_in_bytes,
-        )
-        .await
-        .unwrap();
+        let mut files = crate::testing::indexed_files(&lake).await;
+        assert_eq!(files.len(), 1);
+        let (_, index) = files.remove(0);
         assert_eq!(index.footer.metadata().num_row_groups(), 3);
         assert!(index.key_filters.iter().all(Option::is_some));
         (lake, index)
+    }
+
+    fn plan(index: &FileIndex, wanted: &WantedKeys) -> (Vec<usize>, Vec<RowSelector>) {
+        plan_reads(index, wanted).unwrap()
     }
 
     fn rows_read(runs: &[RowSelector]) -> usize {
@@ -293,22 +298,22 @@ mod tests {
     async fn a_key_reads_one_page_of_the_row_groups_of_its_bucket() {
         let dir = tempfile::tempdir().unwrap();
         let (_lake, index) = one_file(dir.path()).await;
-        let (groups, runs) = plan_reads(&index, &WantedKeys::new(1, &[key(100)]));
+        let (groups, runs) = plan(&index, &WantedKeys::new(1, &[key(100)]));
         assert_eq!(groups, vec![0]);
         assert_eq!(rows_read(&runs), PAGE_ROWS);
         let described: usize = runs.iter().map(|r| r.row_count).sum();
         assert_eq!(described, ROW_GROUP_ROWS, "the runs cover the group");
         // Bucket 1's last keys share the second row group with bucket 2's first keys; the third
         // holds only bucket 2 and is skipped by its bucket bounds.
-        let (groups, runs) = plan_reads(&index, &WantedKeys::new(1, &[key(4_900)]));
+        let (groups, runs) = plan(&index, &WantedKeys::new(1, &[key(4_900)]));
         assert_eq!((groups, rows_read(&runs)), (vec![1], PAGE_ROWS));
-        let (groups, _) = plan_reads(&index, &WantedKeys::new(2, &[key_of_2(4_900)]));
+        let (groups, _) = plan(&index, &WantedKeys::new(2, &[key_of_2(4_900)]));
         assert_eq!(groups, vec![2]);
         // The bloom filters are of keys alone: a key of bucket 1 that bucket 2 holds reads
         // bucket 2's page too, whose rows the bucket check then drops.
-        let (groups, _) = plan_reads(&index, &WantedKeys::new(1, &[key_of_2(100)]));
+        let (groups, _) = plan(&index, &WantedKeys::new(1, &[key_of_2(100)]));
         assert_eq!(groups, vec![1]);
-        let (groups, _) = plan_reads(&index, &WantedKeys::new(3, &[key(100)]));
+        let (groups, _) = plan(&index, &WantedKeys::new(3, &[key(100)]));
         assert!(groups.is_empty(), "no row group holds bucket 3");
     }
 
@@ -318,7 +323,7 @@ mod tests {
         let (_lake, index) = one_file(dir.path()).await;
         // Ten keys spread over bucket 1: ten pages, in both of its row groups.
         let spread: Vec<Vec<u8>> = (0..10).map(|i| key(i * 490)).collect();
-        let (groups, runs) = plan_reads(&index, &WantedKeys::new(1, &spread));
+        let (groups, runs) = plan(&index, &WantedKeys::new(1, &spread));
         assert_eq!(groups, vec![0, 1]);
         assert_eq!(rows_read(&runs), 10 * PAGE_ROWS);
     }
@@ -332,7 +337,7 @@ mod tests {
         let absent: Vec<Vec<u8>> = (0..200)
             .map(|i| format!("k-{:05}x", i * 20).into_bytes())
             .collect();
-        let (_, runs) = plan_reads(&index, &WantedKeys::new(1, &absent));
+        let (_, runs) = plan(&index, &WantedKeys::new(1, &absent));
         assert!(
             rows_read(&runs) <= 10 * PAGE_ROWS,
             "{} rows read for 200 absent keys",
@@ -344,8 +349,6 @@ mod tests {
     /// answered even when the file can no longer be read, and a key it may hold is an error.
     #[tokio::test]
     async fn a_key_the_index_rules_out_does_not_open_the_file() {
-        use tidemark_bucket::LakeLookuper;
-
         let dir = tempfile::tempdir().unwrap();
         let (lake, _index) = one_file(dir.path()).await;
         let lookuper = lake.lookuper(1);
@@ -361,5 +364,224 @@ mod tests {
         let absent = b"k-00007x".to_vec();
         assert_eq!(lookuper.lookup(&absent).await.unwrap(), None);
         assert!(lookuper.lookup(&key(7)).await.is_err());
+    }
+
+    /// Every key at the edge of a page or a row group of any data file (its first and last key,
+    /// and the keys just past them), with a sample of others.
+    async fn edge_keys(lake: &IcebergLake) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for (_, index) in crate::testing::indexed_files(lake).await {
+            let footer = index.footer.metadata();
+            for (g, group) in footer.row_groups().iter().enumerate() {
+                if let Some(s) = group.column(index.key_column).statistics() {
+                    keys.extend(s.min_bytes_opt().map(<[u8]>::to_vec));
+                    keys.extend(s.max_bytes_opt().map(<[u8]>::to_vec));
+                }
+                let pages = footer
+                    .column_index()
+                    .and_then(|c| c.get(g))
+                    .and_then(|c| c.get(index.key_column));
+                if let Some(ColumnIndexMetaData::BYTE_ARRAY(bounds)) = pages {
+                    for page in 0..usize::try_from(bounds.num_pages()).unwrap() {
+                        keys.extend(bounds.min_value(page).map(<[u8]>::to_vec));
+                        keys.extend(bounds.max_value(page).map(<[u8]>::to_vec));
+                    }
+                }
+            }
+        }
+        let past: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                let mut k = k.clone();
+                k.push(0);
+                k
+            })
+            .collect();
+        keys.extend(past);
+        keys.extend(
+            (0..600)
+                .step_by(7)
+                .map(|i| format!("key-{i:04}").into_bytes()),
+        );
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Three buckets' versions of overlapping keys over three commits and a compaction, in
+    /// `layout`: at every snapshot each bucket answers its model for every key at a page's or a
+    /// row group's edge, one by one and in batches.
+    async fn answers_the_model_at_every_edge(layout: FileLayout) {
+        use std::collections::BTreeMap;
+
+        type Versions = BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
+        let dir = tempfile::tempdir().unwrap();
+        let lake = IcebergLake::open_with_layout(dir.path(), layout)
+            .await
+            .unwrap();
+        let writer = lake.tiering_writer().await.unwrap();
+        let mut models = [Versions::new(), Versions::new(), Versions::new()];
+        let mut ends = [0u64; 3];
+        let mut snapshots: Vec<Vec<LakeSnapshot>> = vec![Vec::new(); 3];
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..3 {
+            for (b, model) in models.iter_mut().enumerate() {
+                let records: Vec<Record> = (0..3_000)
+                    .map(|_| {
+                        let key = format!("key-{:04}", next() % 600).into_bytes();
+                        let offset = ends[b];
+                        ends[b] += 1;
+                        let value = (next() % 4 != 0).then(|| format!("{b}@{offset}").into_bytes());
+                        model
+                            .entry(key.clone())
+                            .or_default()
+                            .push((offset, value.clone()));
+                        match value {
+                            Some(v) => Record::put(key, v, offset),
+                            None => Record::delete(key, offset),
+                        }
+                    })
+                    .collect();
+                writer.append(b as u64, records).await.unwrap();
+            }
+            let commit: Vec<(u64, u64)> = (0..3).map(|b| (b as u64, ends[b])).collect();
+            let committed = writer.commit(&commit).await.unwrap();
+            for (b, snapshots) in snapshots.iter_mut().enumerate() {
+                snapshots.push(committed.snapshot(b as u64));
+            }
+        }
+        let tiered_edges = edge_keys(&lake).await;
+        let compacted = lake.compact().await.unwrap().unwrap();
+        for (snapshots, end) in snapshots.iter_mut().zip(ends) {
+            snapshots.push(LakeSnapshot::new(compacted, end));
+        }
+        let mut keys = edge_keys(&lake).await;
+        keys.extend(tiered_edges);
+        keys.sort();
+        keys.dedup();
+        if layout == FileLayout::Plain {
+            for (_, index) in crate::testing::indexed_files(&lake).await {
+                assert!(index.key_filters.iter().all(Option::is_none));
+                let key_pages = |g: &Vec<ColumnIndexMetaData>| {
+                    matches!(
+                        g.get(index.key_column),
+                        None | Some(ColumnIndexMetaData::NONE)
+                    )
+                };
+                assert!(
+                    index
+                        .footer
+                        .metadata()
+                        .column_index()
+                        .is_none_or(|c| c.iter().all(key_pages)),
+                    "no key page bounds"
+                );
+            }
+        }
+
+        for (b, model) in models.iter().enumerate() {
+            let lookuper = lake.lookuper(b as u64);
+            for snapshot in &snapshots[b] {
+                lookuper.refresh(*snapshot).await.unwrap();
+                let want: Vec<Option<Vec<u8>>> = keys
+                    .iter()
+                    .map(|k| {
+                        model
+                            .get(k)
+                            .and_then(|v| v.iter().rev().find(|(o, _)| *o < snapshot.end_offset))
+                            .and_then(|(_, v)| v.clone())
+                    })
+                    .collect();
+                assert!(want.iter().any(Option::is_some) && want.iter().any(Option::is_none));
+                for (batch, want) in keys.chunks(100).zip(want.chunks(100)) {
+                    assert_eq!(
+                        lookuper.lookup_many(batch).await.unwrap(),
+                        want,
+                        "{layout:?}"
+                    );
+                }
+                for (key, want) in keys.iter().zip(&want) {
+                    assert_eq!(
+                        &lookuper.lookup(key).await.unwrap(),
+                        want,
+                        "{layout:?}, bucket {b} at {snapshot:?}, key {}",
+                        String::from_utf8_lossy(key)
+                    );
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn indexed_files_answer_the_model_at_every_page_and_row_group_edge() {
+        answers_the_model_at_every_edge(FileLayout::Indexed).await;
+    }
+
+    /// Files without a page index or bloom filters (another writer's) are read by whole row
+    /// groups, and answer the same.
+    #[tokio::test]
+    async fn plain_files_answer_the_model_at_every_row_group_edge() {
+        answers_the_model_at_every_edge(FileLayout::Plain).await;
+    }
+
+    /// A damaged bloom filter is not used (its groups are judged by their bounds), and a file
+    /// whose footer cannot be read fails the lookups that need it, without a panic.
+    #[tokio::test]
+    async fn damaged_filters_are_ignored_and_damaged_footers_are_errors() {
+        use std::io::{Seek, SeekFrom, Write};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (lake, index) = one_file(dir.path()).await;
+        let snapshot = lake.latest(1).await.unwrap();
+        let table = lake.table().await.unwrap();
+        let task = crate::testing::planned_files(&table, None).await.remove(0);
+        let path = task.data_file_path.trim_start_matches("file://").to_owned();
+        let chunk = index
+            .footer
+            .metadata()
+            .row_group(0)
+            .column(index.key_column);
+        let (offset, length) = (
+            chunk.bloom_filter_offset().unwrap(),
+            chunk.bloom_filter_length().unwrap(),
+        );
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.seek(SeekFrom::Start(u64::try_from(offset).unwrap()))
+            .unwrap();
+        file.write_all(&vec![0xff; usize::try_from(length).unwrap()])
+            .unwrap();
+        drop(file);
+
+        // A new handle: nothing of the file is kept yet.
+        let reopened = IcebergLake::open(dir.path()).await.unwrap();
+        let damaged = reopened.lookuper(1);
+        damaged.refresh(snapshot).await.unwrap();
+        let keys: Vec<Vec<u8>> = (0..ROW_GROUP_ROWS as u64).step_by(41).map(key).collect();
+        let values = damaged.lookup_many(&keys).await.unwrap();
+        assert!(values.iter().all(|v| v.as_deref() == Some(b"v".as_slice())));
+        let (_, kept) = crate::testing::indexed_files(&reopened).await.remove(0);
+        assert!(
+            kept.key_filters[0].is_none(),
+            "the damaged filter is not used"
+        );
+        assert!(kept.key_filters[1].is_some());
+
+        // The footer's last bytes (its length and magic) overwritten.
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.seek(SeekFrom::Start(size - 8)).unwrap();
+        file.write_all(&[0xff; 8]).unwrap();
+        drop(file);
+        let reopened = IcebergLake::open(dir.path()).await.unwrap();
+        let lookuper = reopened.lookuper(1);
+        lookuper.refresh(snapshot).await.unwrap();
+        assert!(lookuper.lookup(&key(7)).await.is_err());
+        assert!(lookuper.lookup_many(&keys).await.is_err());
     }
 }

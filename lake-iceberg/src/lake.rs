@@ -9,6 +9,7 @@ use tidemark_bucket::{Error, LakeSnapshot, Result};
 
 use crate::catalog::DirectoryCatalog;
 use crate::data_file_reader::FileIndexes;
+use crate::data_files::FileLayout;
 use crate::error::lake_error;
 use crate::lookuper::IcebergLookuper;
 use crate::rows;
@@ -66,12 +67,18 @@ struct Inner {
     maintenance: tokio::sync::Mutex<()>,
     /// Data files' indexes, read once for every lookuper.
     file_indexes: FileIndexes,
+    /// How this handle writes data files.
+    layout: FileLayout,
 }
 
 impl IcebergLake {
     /// Opens the table at `dir`, creating the directory and an empty table when there is none.
     pub async fn open(dir: impl AsRef<Path>) -> Result<IcebergLake> {
-        let dir = dir.as_ref();
+        IcebergLake::open_with_layout(dir.as_ref(), FileLayout::Indexed).await
+    }
+
+    /// Opens the table at `dir`, writing data files in `layout`.
+    pub(crate) async fn open_with_layout(dir: &Path, layout: FileLayout) -> Result<IcebergLake> {
         std::fs::create_dir_all(dir.join("metadata"))
             .and_then(|()| std::fs::create_dir_all(dir.join("data")))
             .map_err(|e| lake_error(format!("cannot create {}", dir.display()), e))?;
@@ -107,6 +114,7 @@ impl IcebergLake {
                 writes: tokio::sync::Mutex::new(()),
                 maintenance: tokio::sync::Mutex::new(()),
                 file_indexes: FileIndexes::default(),
+                layout,
             }),
         })
     }
@@ -144,6 +152,10 @@ impl IcebergLake {
 
     pub(crate) fn catalog(&self) -> &DirectoryCatalog {
         &self.inner.catalog
+    }
+
+    pub(crate) fn layout(&self) -> FileLayout {
+        self.inner.layout
     }
 
     pub(crate) fn file_indexes(&self) -> &FileIndexes {

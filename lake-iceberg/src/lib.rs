@@ -9,7 +9,8 @@
 //!   exclusive end offset. A restarted writer reads the committed ends from the table.
 //! - [`IcebergLookuper`] is a [`LakeLookuper`](tidemark_bucket::LakeLookuper): it refreshes to a
 //!   snapshot by sequence number, answers a key's newest version at or below it, and reads a
-//!   batch of keys in one scan.
+//!   batch of keys in one pass over the files Iceberg plans, touching only the pages whose key
+//!   bounds and bloom filters admit one of them.
 //! - [`IcebergLake::expire_snapshots`] and [`IcebergLake::compact`] are the table maintenance a
 //!   lake runs, so lookups meet real expiry.
 //!

@@ -106,7 +106,7 @@ impl IcebergLake {
         let files = if rows.is_empty() {
             Vec::new()
         } else {
-            data_files::write(&table, &rows, "compact").await?
+            data_files::write(&table, &rows, "compact", self.layout()).await?
         };
         let metadata = table.metadata();
         let file_io = table.file_io();

@@ -146,7 +146,7 @@ impl TieringWriter {
             let files = if rows.is_empty() {
                 Vec::new()
             } else {
-                data_files::write(&table, &rows, "tier").await?
+                data_files::write(&table, &rows, "tier", self.lake.layout()).await?
             };
             let properties = HashMap::from([(OFFSETS_PROPERTY.to_owned(), new_ends.encode())]);
             let tx = Transaction::new(&table);
