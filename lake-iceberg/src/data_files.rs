@@ -15,7 +15,6 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use tidemark_bucket::Result;
 
-use crate::durable;
 use crate::error::lake_error;
 use crate::rows::{self, Row};
 
@@ -79,7 +78,8 @@ impl FileLayout {
     }
 }
 
-/// Writes `rows` (sorted) as new data files of `table` in `layout` and syncs them. `purpose` names
+/// Writes `rows` (sorted) as new data files of `table` in `layout`, not yet synced (a commit
+/// through the catalog syncs what it adds; a compaction syncs its own). `purpose` names
 /// the files (`tier` or `compact`), so an operator can tell them apart.
 pub(crate) async fn write(
     table: &Table,
@@ -119,8 +119,5 @@ pub(crate) async fn write(
         .close()
         .await
         .map_err(|e| lake_error("cannot finish a lake data file", e))?;
-    for file in &files {
-        durable::sync_file(file.file_path())?;
-    }
     Ok(files)
 }

@@ -14,19 +14,18 @@ use crate::error::lake_error;
 /// Syncs the file at `location` and its directory.
 pub(crate) fn sync_file(location: &str) -> Result<()> {
     let path = local_path(location);
-    let sync = |p: &std::path::Path| fs::File::open(p).and_then(|f| f.sync_all());
-    sync(&path).map_err(|e| lake_error(format!("cannot sync {}", path.display()), e))?;
-    if let Some(dir) = path.parent() {
-        sync(dir).map_err(|e| lake_error(format!("cannot sync {}", dir.display()), e))?;
+    sync_path(&path)?;
+    match path.parent() {
+        Some(dir) => sync_path(dir),
+        None => Ok(()),
     }
-    Ok(())
 }
 
-/// Syncs the directory `dir` (the entries of files and directories created in it).
-pub(crate) fn sync_dir(dir: &std::path::Path) -> Result<()> {
-    fs::File::open(dir)
+/// Syncs the file or directory at `path` (a directory: the entries created in it).
+pub(crate) fn sync_path(path: &std::path::Path) -> Result<()> {
+    fs::File::open(path)
         .and_then(|f| f.sync_all())
-        .map_err(|e| lake_error(format!("cannot sync {}", dir.display()), e))
+        .map_err(|e| lake_error(format!("cannot sync {}", path.display()), e))
 }
 
 /// Syncs the manifest lists, manifests and data files of the snapshots `new` has and `old` has

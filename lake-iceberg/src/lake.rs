@@ -86,9 +86,9 @@ impl IcebergLake {
             .canonicalize()
             .map_err(|e| lake_error(format!("cannot resolve {}", dir.display()), e))?;
         // A new table's directories must survive a crash as its first commit's files will.
-        crate::durable::sync_dir(&dir)?;
+        crate::durable::sync_path(&dir)?;
         if let Some(parent) = dir.parent() {
-            crate::durable::sync_dir(parent)?;
+            crate::durable::sync_path(parent)?;
         }
         if dir.to_str().is_none() {
             return Err(Error::invalid(format!(

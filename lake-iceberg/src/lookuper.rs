@@ -1,7 +1,6 @@
 //! [`IcebergLookuper`]: a bucket's point lookups against the lake table at the snapshot it was
 //! refreshed to.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
@@ -16,7 +15,7 @@ use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot, Result};
 use crate::error::lake_error;
 use crate::key_reads::{self, WantedKeys};
 use crate::lake::IcebergLake;
-use crate::rows::{self, BUCKET, KEY};
+use crate::rows::{self, BUCKET, KEY, Newest};
 use crate::snapshots;
 
 /// Point lookups of one bucket's keys in the lake table.
@@ -213,19 +212,15 @@ impl IcebergLookuper {
             );
         }
         // The newest version of each key below the served end wins.
-        let mut newest: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::new();
+        let mut newest = Newest::default();
         for row in versions {
-            if row.offset >= served.snapshot.end_offset {
-                continue;
-            }
-            let older = newest.get(&row.key).is_some_and(|(o, _)| *o > row.offset);
-            if !older {
-                newest.insert(row.key, (row.offset, row.value));
+            if row.offset < served.snapshot.end_offset {
+                newest.add(row);
             }
         }
         Ok(keys
             .iter()
-            .map(|k| newest.get(k.as_slice()).and_then(|(_, v)| v.clone()))
+            .map(|k| newest.get(self.bucket, k).and_then(|row| row.value.clone()))
             .collect())
     }
 }

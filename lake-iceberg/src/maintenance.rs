@@ -1,7 +1,7 @@
 //! Table maintenance, as a lake service runs it: snapshot expiry that deletes the files no kept
 //! snapshot needs, and compaction that rewrites the table keeping each key's newest version.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use crate::durable;
 use crate::error::lake_error;
 use crate::lake::IcebergLake;
 use crate::offsets::OFFSETS_PROPERTY;
-use crate::rows::{self, Row};
+use crate::rows::{self, Newest, Row};
 use crate::snapshots;
 
 /// What [`IcebergLake::expire_snapshots`] removed.
@@ -108,6 +108,11 @@ impl IcebergLake {
         } else {
             data_files::write(&table, &rows, "compact", self.layout()).await?
         };
+        // The compaction commits its metadata itself, past the catalog's sync of what a
+        // transaction adds: its files are synced here.
+        for file in &files {
+            durable::sync_file(file.file_path())?;
+        }
         let metadata = table.metadata();
         let file_io = table.file_io();
         let metadata_dir = format!("{}/metadata", metadata.location());
@@ -278,7 +283,7 @@ struct Rewrite {
 /// Each key's newest version in snapshot `snapshot_id`, keys whose newest version is a delete
 /// left out, sorted by (bucket, key).
 async fn newest_versions(table: &Table, snapshot_id: i64) -> Result<Vec<Row>> {
-    let mut newest: BTreeMap<(u64, Vec<u8>), Row> = BTreeMap::new();
+    let mut newest = Newest::default();
     let mut stream = table
         .scan()
         .snapshot_id(snapshot_id)
@@ -293,14 +298,10 @@ async fn newest_versions(table: &Table, snapshot_id: i64) -> Result<Vec<Row>> {
         .map_err(|e| lake_error("cannot read the lake for compaction", e))?
     {
         for row in rows::from_batch(&batch)? {
-            let slot = (row.bucket, row.key.clone());
-            let older = newest.get(&slot).is_some_and(|r| r.offset > row.offset);
-            if !older {
-                newest.insert(slot, row);
-            }
+            newest.add(row);
         }
     }
-    Ok(newest.into_values().filter(|r| r.value.is_some()).collect())
+    Ok(newest.into_rows().filter(|r| r.value.is_some()).collect())
 }
 
 /// The manifests the snapshots after `base` (up to and including `current`) added: the files of
@@ -425,26 +426,16 @@ mod tests {
             .iter()
             .map(|k| k.as_bytes().to_vec())
             .collect();
-        assert_eq!(
-            lookuper.lookup_many(&keys).await.unwrap(),
-            vec![
-                Some(b"a3".to_vec()),
-                None,
-                Some(b"c2".to_vec()),
-                Some(b"d5".to_vec())
-            ]
-        );
+        let want = vec![
+            Some(b"a3".to_vec()),
+            None,
+            Some(b"c2".to_vec()),
+            Some(b"d5".to_vec()),
+        ];
+        assert_eq!(lookuper.lookup_many(&keys).await.unwrap(), want);
         // Only what the compacted snapshot needs survives an expiry to it alone.
         drop(_maintenance);
         lake.expire_snapshots(1).await.unwrap();
-        assert_eq!(
-            lookuper.lookup_many(&keys).await.unwrap(),
-            vec![
-                Some(b"a3".to_vec()),
-                None,
-                Some(b"c2".to_vec()),
-                Some(b"d5".to_vec())
-            ]
-        );
+        assert_eq!(lookuper.lookup_many(&keys).await.unwrap(), want);
     }
 }

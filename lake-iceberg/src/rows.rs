@@ -1,6 +1,7 @@
 //! The table's rows: one versioned row per WAL record (bucket, key, offset, deleted, value), the
 //! Iceberg schema that holds them, and their conversion to and from Arrow record batches.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::Array as _;
@@ -41,6 +42,34 @@ impl Row {
             offset: record.offset(),
             value,
         }
+    }
+}
+
+/// The newest version of each `(bucket, key)` among the rows added: the key's answer. A row
+/// replaces the one kept unless that one has a higher offset, so a record that repeats an offset
+/// for its key replaces the one before it, as it does in the engine.
+#[derive(Debug, Default)]
+pub(crate) struct Newest(BTreeMap<u64, BTreeMap<Vec<u8>, Row>>);
+
+impl Newest {
+    pub fn add(&mut self, row: Row) {
+        let keys = self.0.entry(row.bucket).or_default();
+        if keys
+            .get(&row.key)
+            .is_none_or(|kept| kept.offset <= row.offset)
+        {
+            keys.insert(row.key.clone(), row);
+        }
+    }
+
+    /// The newest version of `key` in `bucket`.
+    pub fn get(&self, bucket: u64, key: &[u8]) -> Option<&Row> {
+        self.0.get(&bucket)?.get(key)
+    }
+
+    /// The newest versions, sorted by (bucket, key).
+    pub fn into_rows(self) -> impl Iterator<Item = Row> {
+        self.0.into_values().flat_map(BTreeMap::into_values)
     }
 }
 

@@ -17,6 +17,14 @@ pub(crate) fn ends(snapshot: &SnapshotRef) -> Result<BucketEnds> {
     )
 }
 
+/// Every bucket's end offset in the table's current snapshot; none before the first commit.
+pub(crate) fn current_ends(metadata: &TableMetadata) -> Result<BucketEnds> {
+    match metadata.current_snapshot() {
+        Some(snapshot) => ends(snapshot),
+        None => Ok(BucketEnds::default()),
+    }
+}
+
 /// The sequence number of a snapshot as a lake snapshot id (sequence numbers start at 1).
 pub(crate) fn sequence(snapshot: &SnapshotRef) -> u64 {
     u64::try_from(snapshot.sequence_number()).unwrap_or(0)

@@ -71,10 +71,7 @@ impl LakeCommit {
 impl TieringWriter {
     pub(crate) async fn open(lake: IcebergLake) -> Result<TieringWriter> {
         let table = lake.table().await?;
-        let committed = match table.metadata().current_snapshot() {
-            Some(snapshot) => snapshots::ends(snapshot)?,
-            None => BucketEnds::default(),
-        };
+        let committed = snapshots::current_ends(table.metadata())?;
         Ok(TieringWriter {
             lake,
             state: tokio::sync::Mutex::new(State {
@@ -133,11 +130,7 @@ impl TieringWriter {
         let sequence = {
             let _writes = self.lake.lock_writes().await;
             let table = self.lake.table().await?;
-            let current = match table.metadata().current_snapshot() {
-                Some(snapshot) => snapshots::ends(snapshot)?,
-                None => BucketEnds::default(),
-            };
-            if current != committed_before {
+            if snapshots::current_ends(table.metadata())? != committed_before {
                 return Err(Error::lake(
                     "the lake table was committed to by another writer since this one opened: \
                      reopen the tiering writer",
