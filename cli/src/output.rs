@@ -1,5 +1,5 @@
 //! How the inspection commands print: aligned `label  value` lines for people, or one JSON
-//! document (`--json`, schemas in the README) for scripts.
+//! document (`--json`, schemas in docs/CLI.md) for scripts.
 
 use std::fmt::Write as _;
 

@@ -16,7 +16,7 @@ use crate::units;
 /// The JSON document's schema name.
 pub const SCHEMA: &str = "tidemark.compare/1";
 
-/// Limits the README states, checked on every comparison.
+/// The targets docs/BENCHMARKS.md states (§ The targets), checked on every comparison.
 pub mod limits {
     /// Bytes on disk at the end ÷ bytes of the uncovered window, with cleanup: at most (the
     /// target of a run with a realistic window, tens of MiB, where an engine's fixed footprint
