@@ -435,6 +435,35 @@ async fn a_newer_snapshot_that_fails_returns_its_error_to_its_own_caller() {
     bad_snapshot_fails_only_its_own_caller(LakeSnapshot::new(99, 60)).await;
 }
 
+/// `notifications` counts every `on_lake_progress` call: published, ignored as stale, and refused
+/// as out of order alike.
+#[tokio::test]
+async fn every_notification_is_counted_refused_ones_included() {
+    let engine = memory(0);
+    let lake = Arc::new(MemoryLake::new());
+    let wal = puts(0..100);
+    lake.append_batch(&wal).unwrap();
+    engine.apply(&wal).unwrap();
+    let bucket = HistoricalBucket::new(engine, lake.clone());
+    let at_40 = lake.commit(40).unwrap();
+    assert!(matches!(
+        bucket.on_lake_progress(at_40).await.unwrap(),
+        Progress::Published { .. }
+    ));
+    assert!(matches!(
+        bucket.on_lake_progress(at_40).await.unwrap(),
+        Progress::Ignored { .. }
+    ));
+    // A newer id that ends before the served snapshot: refused before it joins the queue.
+    let out_of_order = LakeSnapshot::new(at_40.id + 10, 20);
+    let refused = bucket.on_lake_progress(out_of_order).await;
+    assert!(matches!(refused, Err(Error::Lake { .. })), "{refused:?}");
+    let stats = bucket.stats();
+    assert_eq!(stats.notifications, 3, "{stats:?}");
+    assert_eq!(stats.ignored_notifications, 2, "{stats:?}");
+    assert_eq!(bucket.watermark(), 40);
+}
+
 #[test]
 fn lake_calls_on_a_runtime_without_timers_are_an_error_not_a_panic() {
     // A runtime without tokio's time driver: timed lake calls cannot run there.

@@ -68,9 +68,9 @@ impl HistoricalBucket {
     /// is then usually stale and ignored. Each processed snapshot still goes refresh, then
     /// publish.
     pub async fn on_lake_progress(&self, snapshot: LakeSnapshot) -> Result<Progress> {
+        // Counted inside the offer, refused calls included, while the offer is held: once a call
+        // is counted, its snapshot can be taken over.
         let mine = self.offer(snapshot)?;
-        // After the offer: a notification counted is one whose snapshot can be taken over.
-        bump(&self.counters.notifications);
         let _serial = self.progress.lock().await;
         if let Some(outcome) = mine.take()? {
             // A holder before us processed our snapshot (as the newest offered) and left its
@@ -257,6 +257,7 @@ impl HistoricalBucket {
     /// its error or succeeds in its name.
     fn offer(&self, snapshot: LakeSnapshot) -> Result<OutcomeSlot> {
         let mut queue = sync::lock(&self.queue, "bucket offered snapshot")?;
+        bump(&self.counters.notifications);
         let served = self.served()?;
         if snapshot.id > served.id && snapshot.end_offset < served.end_offset {
             drop(queue);

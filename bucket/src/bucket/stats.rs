@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// What a [`super::HistoricalBucket`] has done since it was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BucketStats {
-    /// `on_lake_progress` calls.
+    /// `on_lake_progress` calls, every one: those refused (out of order, or with the bucket's
+    /// state unreadable) and those ignored included.
     pub notifications: u64,
     /// Notifications ignored as stale or repeated: an older or the same snapshot that would not
     /// move `W`.
