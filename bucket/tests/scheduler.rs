@@ -146,7 +146,7 @@ impl FakeEngine {
 
 impl Engine for FakeEngine {
     forward_engine!(inner; apply lookup advance_watermark adopt_lake_watermark watermark
-        applied_end reclaim_below stats flush reclaimable verify);
+        applied_end reclaim_below stats flush reclaimable verify wait_for_background_work);
     fn backend_name(&self) -> &'static str {
         "fake"
     }

@@ -78,7 +78,7 @@ impl EngineFactory for ReopenableMemoryFactory {
 
 impl Engine for Reopened {
     forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
-        watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable verify);
+        watermark applied_end reclaim reclaim_below flush lookup_inline reclaimable verify wait_for_background_work);
     fn stats(&self) -> Result<EngineStats> {
         let mut stats = self.inner.stats()?;
         stats.counters = stats.counters.since(&self.base);
@@ -211,7 +211,7 @@ impl Engine for Mutant {
         self.inner.advance_watermark(w)
     }
 
-    forward_engine!(inner; reclaim_cost adopt_lake_watermark applied_end flush reclaimable verify);
+    forward_engine!(inner; reclaim_cost adopt_lake_watermark applied_end flush reclaimable verify wait_for_background_work);
 
     /// Through the (possibly mutated) `lookup`: the wrapped memory engine never blocks.
     fn lookup_inline(&self, key: &[u8]) -> Result<Option<LocalLookup>> {

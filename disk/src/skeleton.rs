@@ -26,7 +26,7 @@ use engine_api::engine::Engine;
 use engine_api::error::{Error, Result};
 use engine_api::options::EngineOptions;
 use engine_api::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use engine_api::stats::{EngineCounters, EngineStats, Reclaimable};
+use engine_api::stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
 use engine_api::sync;
 use engine_api::verify::{Verifier, VerifyReport};
 use engine_api::watermark::{self, ProgressCell, reclaim_threshold};
@@ -659,7 +659,10 @@ impl<S: Storage> Engine for DiskEngine<S> {
             live_entries: live.count,
             live_entries_exact: live.exact,
             covered_estimate: self.lock_covered()?.below(self.threshold()).entries,
-            counters: self.counters.snapshot(),
+            counters: CounterSnapshot {
+                space_rebuilds: self.storage.space_rebuilds(),
+                ..self.counters.snapshot()
+            },
         })
     }
 
@@ -677,6 +680,12 @@ impl<S: Storage> Engine for DiskEngine<S> {
             s.flush()
         })?;
         self.record_high_water(reached)
+    }
+
+    fn wait_for_background_work(&self) -> Result<()> {
+        contained(S::BACKEND, "wait_for_background_work", || {
+            self.storage.wait_for_background_work()
+        })
     }
 
     fn verify(&self) -> Result<VerifyReport> {

@@ -161,4 +161,18 @@ pub trait Storage: Send + Sync + 'static {
     fn check_usable(&self) -> Result<()> {
         Ok(())
     }
+
+    /// Waits until the space work this storage's reclaims left to the background has finished
+    /// ([`Engine::wait_for_background_work`](engine_api::Engine::wait_for_background_work)).
+    /// The default has none to wait for.
+    fn wait_for_background_work(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Rebuilds since open that gave the store's space back to the file system
+    /// ([`CounterSnapshot::space_rebuilds`](engine_api::CounterSnapshot::space_rebuilds)). The
+    /// default has none.
+    fn space_rebuilds(&self) -> u64 {
+        0
+    }
 }

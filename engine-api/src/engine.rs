@@ -96,6 +96,13 @@ pub trait Engine: Send + Sync {
     /// offset-index row) and reports what is damaged; changes nothing. It reads the whole store
     /// and holds off writes and reclaims while it runs: meant for a store opened read-only.
     fn verify(&self) -> Result<VerifyReport>;
+
+    /// Waits until the space work that reclaims handed to the background has finished (sled's
+    /// rebuild into a fresh database, redb's file compaction), and returns at once when none is
+    /// pending or the engine has none. For reports and tests that measure what reclamation gives
+    /// back on disk; the scheduler and the bucket never wait for it. No default: a wrapper that
+    /// forgot to forward it would report a store before its space came back.
+    fn wait_for_background_work(&self) -> Result<()>;
 }
 
 /// An engine stored in a directory, opened (or created) from a path.
@@ -124,7 +131,7 @@ pub trait OpenEngine: Engine + Sized {
 /// impl Engine for Quiet {
 ///     forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark
 ///         adopt_lake_watermark watermark applied_end reclaim reclaim_below flush lookup_inline
-///         reclaimable verify);
+///         reclaimable verify wait_for_background_work);
 ///     fn stats(&self) -> Result<EngineStats> {
 ///         Ok(EngineStats { counters: Default::default(), ..self.inner.stats()? })
 ///     }
@@ -140,7 +147,7 @@ macro_rules! forward_engine {
     ($target:tt) => {
         $crate::forward_engine!($target; backend_name reclaim_cost apply lookup
             advance_watermark adopt_lake_watermark watermark applied_end reclaim reclaim_below
-            stats flush lookup_inline reclaimable verify);
+            stats flush lookup_inline reclaimable verify wait_for_background_work);
     };
     ($target:tt; $($method:ident)*) => {
         $( $crate::forward_engine!(@one $target $method); )*
@@ -215,6 +222,11 @@ macro_rules! forward_engine {
     (@one $t:tt reclaimable) => {
         fn reclaimable(&self) -> $crate::Result<$crate::Reclaimable> {
             $crate::forward_engine!(@to self $t).reclaimable()
+        }
+    };
+    (@one $t:tt wait_for_background_work) => {
+        fn wait_for_background_work(&self) -> $crate::Result<()> {
+            $crate::forward_engine!(@to self $t).wait_for_background_work()
         }
     };
     (@one $t:tt verify) => {

@@ -111,7 +111,7 @@ impl Observed {
 
 impl Engine for Observed {
     forward_engine!(inner; backend_name reclaim_cost apply lookup advance_watermark adopt_lake_watermark
-        watermark applied_end reclaim_below stats flush lookup_inline reclaimable verify);
+        watermark applied_end reclaim_below stats flush lookup_inline reclaimable verify wait_for_background_work);
 
     fn reclaim(&self) -> Result<ReclaimReport> {
         let started = self.log.begin();
