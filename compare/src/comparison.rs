@@ -238,10 +238,22 @@ mod tests {
             assert!(run["write_latency"]["p99"].as_f64().unwrap() > 0.0);
         }
         let targets = json["targets"].as_array().unwrap();
-        assert_eq!(targets.len(), 8, "{targets:?}");
+        assert_eq!(targets.len(), 13, "{targets:?}");
         let bytes = &runs[0]["bytes"];
-        for field in ["empty_store", "two_thirds", "growth_last_third"] {
+        for field in [
+            "empty_store",
+            "two_thirds",
+            "growth_last_third",
+            "floor",
+            "end_over_floor",
+            "drained",
+            "drained_allowance",
+        ] {
             assert!(!bytes[field].is_null(), "{field}: {bytes}");
+        }
+        // The floor and the drain are the Tidemark run's.
+        for run in &runs[1..] {
+            assert!(run["bytes"]["floor"].is_null() && run["bytes"]["drained"].is_null());
         }
 
         for run in runs {

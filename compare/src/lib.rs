@@ -34,6 +34,7 @@ mod chart;
 mod comparison;
 mod config;
 mod error;
+mod floor;
 mod histogram;
 mod lake;
 mod latency;

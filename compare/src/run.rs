@@ -25,8 +25,8 @@ use test_support::observe::{Observed, ReclaimLog};
 use test_support::rng::SplitMix64;
 use test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{
-    Backend, BackendConfig, BucketId, BucketStats, EngineHandle, EngineOptions, HistoricalBucket,
-    LakeLookuper, LakeSnapshot, ReclaimScheduler,
+    Backend, BackendConfig, BucketId, BucketStats, Engine as _, EngineHandle, EngineOptions,
+    HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler,
 };
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
@@ -81,6 +81,21 @@ pub struct StateSample {
     pub lake_end: u64,
     /// Values plus tombstones stored (an estimate on RocksDB).
     pub live_entries: u64,
+    /// The engine's rebuilds that gave space back so far (sled's fresh databases, redb's
+    /// compactions; `CounterSnapshot::space_rebuilds`).
+    pub space_rebuilds: u64,
+}
+
+/// The store once the lake has covered everything it holds and one reclaim has run (Tidemark
+/// runs, after the final check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Bytes on disk once the engine's background space work finished.
+    pub bytes_on_disk: u64,
+    /// Values plus tombstones left (an estimate on RocksDB).
+    pub live_entries: u64,
+    /// The engine's rebuilds that gave space back, from the start of the run.
+    pub space_rebuilds: u64,
 }
 
 /// Everything a run measured; `report` turns it into figures.
@@ -142,6 +157,11 @@ pub struct RunOutcome {
     pub lake_lookup_keys: u64,
     /// What the lake table's maintenance did (nothing for the memory lake).
     pub maintenance: Maintenance,
+    /// The store drained by the lake (Tidemark runs).
+    pub drained: Option<Drained>,
+    /// Bytes on disk of a fresh store of the same engine holding exactly the window the lake had
+    /// not absorbed when the writer finished, written once (Tidemark runs; [`crate::floor`]).
+    pub floor: Option<u64>,
 }
 
 /// Problems described in full; the rest are only counted.
@@ -306,7 +326,19 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
     // while writing.
     let (lake_lookups, lake_lookup_keys) = lake_lookups_while_writing;
     let reclaims = reclaims::runs(&shared.log, shared.origin);
+    // After the run's figures are taken: the drain's reclaim is not one of the run's.
+    let drained = match shared.setup.variant {
+        Variant::Tidemark => Some(drain(&shared).await?),
+        Variant::SchedulerOff | Variant::NoCleanup | Variant::AllOrNothing => None,
+    };
     close(&shared, scheduler).await?;
+    let end = samples.last().copied();
+    let floor = match (shared.setup.variant, end) {
+        (Variant::Tidemark, Some(end)) => {
+            Some(floor(&shared, end.lake_end, end.applied_end).await?)
+        }
+        _ => None,
+    };
 
     Ok(RunOutcome {
         backend: shared.setup.backend,
@@ -335,7 +367,65 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         lake_lookups,
         lake_lookup_keys,
         maintenance,
+        drained,
+        floor,
     })
+}
+
+/// The lake catches up with everything applied, the bucket is notified (as the lake task does),
+/// and one reclaim runs directly; then the engine's background space work is waited for and the
+/// store measured.
+async fn drain(shared: &Shared) -> Result<Drained> {
+    let end = shared.ends.acked.load(Ordering::SeqCst);
+    if end > shared.ends.lake.load(Ordering::SeqCst) {
+        let snapshot = shared.tiering.commit(shared.lake.commit(end)?).await?;
+        shared.ends.lake.store(end, Ordering::SeqCst);
+        shared
+            .slot
+            .read(async |b| b.on_lake_progress(snapshot).await)
+            .await?;
+    }
+    let engine = shared
+        .slot
+        .read(async |b| Ok::<_, Error>(b.engine().clone()))
+        .await?;
+    joined(tokio::task::spawn_blocking(move || {
+        engine.reclaim()?;
+        engine.wait_for_background_work()?;
+        let stats = engine.stats()?;
+        Ok(Drained {
+            bytes_on_disk: stats.bytes_on_disk,
+            live_entries: stats.live_entries,
+            space_rebuilds: stats.counters.space_rebuilds,
+        })
+    }))
+    .await
+}
+
+/// The engine's floor for the window `from..to` ([`crate::floor::measure`]), built once the run's
+/// store is closed, so the two never share a machine's time or a context's budget.
+async fn floor(shared: &Shared, from: u64, to: u64) -> Result<u64> {
+    let setup = &shared.setup;
+    let (backend, root, options, backends, stream, batch) = (
+        setup.backend,
+        crate::floor::floor_root(&setup.dir),
+        shared.slot.options.clone(),
+        setup.backends.clone(),
+        shared.stream.clone(),
+        setup.config.batch,
+    );
+    joined(tokio::task::spawn_blocking(move || {
+        crate::floor::measure(
+            backend,
+            &root,
+            options,
+            &backends,
+            &stream,
+            (from, to),
+            batch,
+        )
+    }))
+    .await
 }
 
 /// A task's result, its panic or cancellation turned into an error.
@@ -787,6 +877,7 @@ async fn sample(shared: &Shared) -> Result<StateSample> {
         applied_end: stats.applied_end,
         lake_end,
         live_entries: stats.live_entries,
+        space_rebuilds: stats.counters.space_rebuilds,
     })
 }
 
@@ -858,7 +949,7 @@ mod tests {
 
     impl Engine for Forgetful {
         tidemark::forward_engine!(inner; backend_name reclaim_cost apply advance_watermark adopt_lake_watermark
-            watermark applied_end reclaim reclaim_below stats flush reclaimable verify);
+            watermark applied_end reclaim reclaim_below stats flush reclaimable verify wait_for_background_work);
         fn lookup(&self, key: &[u8]) -> tidemark::Result<tidemark::LocalLookup> {
             if Self::forgets(key) {
                 return Ok(tidemark::LocalLookup::Miss);
@@ -929,10 +1020,19 @@ mod tests {
                         assert!(end.watermark > 0, "{what}");
                         assert!(!run.reclaims.is_empty(), "{what}: reclaims ran");
                         assert_eq!(run.notifications.count(), run.lake_commits, "{what}");
+                        let drained = run.drained.expect("a drained store");
+                        assert!(
+                            drained.bytes_on_disk <= 2 * run.empty_store + (1 << 20),
+                            "{what}: the drained store is small ({drained:?})"
+                        );
+                        assert!(drained.space_rebuilds >= end.space_rebuilds, "{what}");
+                        let floor = run.floor.expect("a floor");
+                        assert!(floor > 0, "{what}: the floor holds the window");
                     }
                     Variant::SchedulerOff => {
                         assert!(end.watermark > 0, "{what}");
                         assert!(run.reclaims.is_empty(), "{what}");
+                        assert!(run.drained.is_none() && run.floor.is_none(), "{what}");
                     }
                     Variant::NoCleanup | Variant::AllOrNothing => {
                         assert_eq!(end.watermark, 0, "{what}");

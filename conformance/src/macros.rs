@@ -54,6 +54,7 @@ macro_rules! for_each_case {
             covered_estimate_never_low_with_repeated_offsets_and_gaps [] "one batch that repeats an offset and skips one: the covered estimate, reclaimable entries and bytes and the garbage ratio never read low, before and after a reclaim cuts the batch and after a reopen",
             // space on disk
             bytes_on_disk_bounded_by_the_window [Files] "a long stream (100,000 records of 150-byte values over 10M keys, 5 % deletes) with W trailing 10,000 records behind and a reclaim every 2,000: bytes on disk over the last half and at the end stay within the backend's stated multiple of the uncovered window's bytes plus the empty store; then every key answers its latest record in the window, a miss below W",
+            covered_bucket_gives_its_space_back [Files] "a bucket of 60,000 records with ever-new keys, absorbed by the lake in ten watermark steps with a reclaim each: once wait_for_background_work returns its bytes on disk are at most 2 x the empty store + 1 MiB and no key answers; it still takes writes and (where it reopens) keeps W, the new writes and its size across a reopen",
             // corruption
             corrupt_value_lookup_names_key [RawInjection] "lookup of an undecodable value is Error::Corrupt naming the key",
             reclaim_keeps_and_counts_corrupt [RawInjection] "reclaim keeps and counts undecodable values",
