@@ -32,32 +32,23 @@ pub fn measure(
     batch: u64,
 ) -> Result<u64> {
     remove_store(root)?;
-    let measured = build(backend, root, options, backends, stream, (from, to), batch);
+    let build = || -> Result<u64> {
+        let engine = backend.open_with(&root.join("bucket"), options, backends)?;
+        let mut offset = from;
+        while offset < to {
+            let end = offset.saturating_add(batch.max(1)).min(to);
+            engine.apply(&stream.batch(offset, end))?;
+            offset = end;
+        }
+        engine.flush()?;
+        engine.wait_for_background_work()?;
+        Ok(engine.stats()?.bytes_on_disk)
+    };
+    let measured = build();
     let removed = remove_store(root);
     let bytes = measured?;
     removed?;
     Ok(bytes)
-}
-
-fn build(
-    backend: Backend,
-    root: &Path,
-    options: EngineOptions,
-    backends: &BackendConfig,
-    stream: &SeededStream,
-    (from, to): (u64, u64),
-    batch: u64,
-) -> Result<u64> {
-    let engine = backend.open_with(&root.join("bucket"), options, backends)?;
-    let mut offset = from;
-    while offset < to {
-        let end = offset.saturating_add(batch.max(1)).min(to);
-        engine.apply(&stream.batch(offset, end))?;
-        offset = end;
-    }
-    engine.flush()?;
-    engine.wait_for_background_work()?;
-    Ok(engine.stats()?.bytes_on_disk)
 }
 
 #[cfg(test)]
