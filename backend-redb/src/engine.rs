@@ -43,7 +43,8 @@ pub struct RedbDiskStats {
 ///   never writes to it.
 /// * `reclaim` runs the shared sweeper with one write transaction per chunk of
 ///   `sweep_chunk_rows` index rows, so writers wait for at most one chunk, and ends with one
-///   durable commit.
+///   durable commit; then, when the file is mostly garbage and its live pages are few, with a
+///   `Database::compact` that gives the space back (see the crate README).
 #[derive(Debug)]
 pub struct RedbEngine {
     inner: DiskEngine<RedbStorage>,

@@ -7,14 +7,16 @@ use std::ops::Bound;
 
 use disk::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
 use engine_api::Result;
-use redb::{AccessGuard, Database, Durability, ReadableTable};
+use redb::{AccessGuard, Durability, ReadableTable};
 
 use crate::error::RedbResultExt;
+use crate::storage::RedbStorage;
 use crate::tables::{BY_OFFSET, DATA};
 
-/// Runs sweeper chunks against one database.
+/// Runs sweeper chunks against one bucket's database.
 pub(crate) struct RedbChunker<'a> {
-    pub(crate) db: &'a Database,
+    /// Each chunk read-locks the database for its transaction only (see `RedbStorage::db`).
+    pub(crate) storage: &'a RedbStorage,
     /// Called before each chunk: makes the writers' commits durable when they are due (see
     /// `RedbStorage::durable_if_due`), here rather than in a writer's apply while a sweep runs.
     pub(crate) before_chunk: &'a dyn Fn() -> Result<()>,
@@ -29,7 +31,11 @@ impl SweepChunk for RedbChunker<'_> {
     ) -> Result<ChunkResult> {
         (self.before_chunk)()?;
         let upper = index_upper_bound(threshold);
-        let mut txn = self.db.begin_write().redb()?;
+        let db = self.storage.db()?;
+        let mut txn = db
+            .writable(self.storage.file(), "reclaim")?
+            .begin_write()
+            .redb()?;
         // The write lock is held from here: what writers wait for.
         let holding = std::time::Instant::now();
         // Chunks commit without an fsync each; `RedbEngine::reclaim` ends the sweep with one
