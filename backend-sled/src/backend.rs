@@ -11,7 +11,7 @@ use crate::engine::SledEngine;
 use crate::storage::SledStorage;
 
 /// The sled backend: one sled database per bucket, reclaimed by the range-scan sweeper and
-/// rebuilt into a fresh database when it has grown.
+/// rebuilt into a fresh database (in the background) when it has grown or is mostly garbage.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Sled;
 
@@ -72,12 +72,17 @@ impl disk::testing::TestedBackend for Sled {
     /// runs: in one shared context cases running in parallel would take each other's rebuilds,
     /// and what a case measures (its bytes on disk above all) would depend on their timing.
     /// Opening a store the process already has open is still refused: that registry is
-    /// process-wide.
+    /// process-wide. Rebuilds run inline (`rebuild_in_background: false`), so each case crosses
+    /// a whole rebuild, switch included, inside every reclaim it makes, at a point it controls
+    /// (a crash case's "crash" after a reclaim finds the switch done, never half way); the
+    /// background thread, its cancellation and its concurrency with writers, readers and
+    /// sweeps are tested in the crate's `tests/rebuild.rs`.
     fn case_context() -> Result<SledContext> {
         use disk::BackendContext;
         SledContext::new(crate::context::SledContextOptions {
             rebuild_min_bytes: 0,
             rebuild_growth: 1.0,
+            rebuild_in_background: false,
             ..crate::context::SledContextOptions::default()
         })
     }

@@ -1,5 +1,5 @@
 //! [`SledContext`]: what every sled bucket of a process shares: the bucket budget, the cache
-//! budget split into per-bucket shares, and the one flusher thread.
+//! budget split into per-bucket shares, the one flusher thread and the one rebuild thread.
 //!
 //! Why a database per bucket and not one database with trees per bucket: a bucket directory stays
 //! self-contained (it can be copied, moved, verified, recovered or deleted on its own, and damage
@@ -18,6 +18,8 @@ use engine_api::Result;
 
 use crate::error::BACKEND;
 use crate::flusher::Flusher;
+use crate::storage::Bucket;
+use crate::worker::Rebuilder;
 
 /// The smallest cache share a bucket may get: below it sled would re-read its pages from disk on
 /// almost every lookup.
@@ -58,8 +60,15 @@ pub struct SledContextOptions {
     pub rebuild_min_bytes: u64,
     /// A bucket is rebuilt when its database has grown to this multiple of its size right
     /// after the last rebuild (default [`crate::REBUILD_GROWTH`]; at least 1: 1 rebuilds at
-    /// every reclaim above `rebuild_min_bytes`).
+    /// every reclaim above `rebuild_min_bytes`). The same multiple of what a fresh copy of the
+    /// live rows would take calls for one too, whatever `rebuild_min_bytes` (see
+    /// [`crate::EMPTY_STORE_BYTES`]).
     pub rebuild_growth: f64,
+    /// Whether a reclaim that finds a rebuild due hands it to the context's rebuild thread and
+    /// returns after its sweep (default `true`; the thread starts with the first rebuild), or
+    /// runs it before it returns (`false`: no thread; what tests that must cross every rebuild
+    /// at a known point use).
+    pub rebuild_in_background: bool,
 }
 
 impl Default for SledContextOptions {
@@ -69,6 +78,7 @@ impl Default for SledContextOptions {
             flush_every: Some(Duration::from_millis(500)),
             rebuild_min_bytes: crate::MIN_REBUILD_BYTES,
             rebuild_growth: crate::REBUILD_GROWTH,
+            rebuild_in_background: true,
         }
     }
 }
@@ -104,6 +114,8 @@ struct Inner {
     flusher: Option<Flusher>,
     /// Held by the one bucket rebuilding now (see [`crate::rebuild`]).
     rebuild_slot: Mutex<()>,
+    /// Runs the rebuilds reclaims queue, one at a time (see [`crate::worker`]).
+    rebuilder: Rebuilder,
 }
 
 impl std::fmt::Debug for SledContext {
@@ -138,6 +150,17 @@ impl SledContext {
         }
     }
 
+    /// Queues a rebuild of `bucket` (marked queued by the caller) for the context's rebuild
+    /// thread, starting the thread with the first one.
+    pub(crate) fn submit_rebuild(&self, bucket: &Arc<Bucket>) -> Result<()> {
+        self.inner.rebuilder.submit(bucket)
+    }
+
+    /// Whether the context's rebuild thread has been started (by the first rebuild queued).
+    pub fn rebuild_thread_started(&self) -> bool {
+        self.inner.rebuilder.started()
+    }
+
     /// Has the flusher thread flush `db` from now on (nothing without a flusher).
     pub(crate) fn register(&self, db: &Arc<sled::Db>) {
         if let Some(flusher) = &self.inner.flusher {
@@ -170,6 +193,7 @@ impl BackendContext for SledContext {
                 settings,
                 flusher,
                 rebuild_slot: Mutex::new(()),
+                rebuilder: Rebuilder::default(),
             }),
         })
     }
@@ -202,13 +226,20 @@ impl BackendContext for SledContext {
         self.inner.budget.open_buckets()
     }
 
-    /// What `buckets` open buckets of this context hold at most: the flusher thread and sled's
+    /// What `buckets` open buckets of this context hold at most: the flusher thread, the
+    /// rebuild thread (with `rebuild_in_background`, once a rebuild has been queued) and sled's
     /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each (also their
-    /// reservation), and their cache shares plus [`MEMORY_PER_BUCKET`] each.
+    /// reservation), and their cache shares plus [`MEMORY_PER_BUCKET`] each. A rebuild opens
+    /// one more database (its log's descriptor and one cache share) for as long as it runs,
+    /// one at a time per context, which the process-wide descriptor reserve covers.
     fn bounds(&self, buckets: usize) -> ResourceBounds {
         let n = buckets as u64;
+        let rebuilder = self.inner.settings.rebuild_in_background
+            && self.inner.settings.rebuild_min_bytes != u64::MAX;
         ResourceBounds {
-            threads: u64::from(self.inner.flusher.is_some()) + SLED_IO_THREADS,
+            threads: u64::from(self.inner.flusher.is_some())
+                + u64::from(rebuilder)
+                + SLED_IO_THREADS,
             fds: n * FDS_PER_BUCKET,
             fds_reserved: n * FDS_PER_BUCKET,
             memory_bytes: n * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET),

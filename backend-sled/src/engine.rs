@@ -81,6 +81,30 @@ impl SledEngine {
         self.inner.storage().rebuilds()
     }
 
+    /// Rebuilds that failed since the engine was opened (logged where they failed; one that
+    /// failed before its switch left the store as it was).
+    pub fn failed_rebuilds(&self) -> u64 {
+        self.inner
+            .storage()
+            .failed_rebuilds
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Test hook: while `hold` is set, this bucket's rebuild copies wait between two chunks
+    /// (before their switch), so a test can act while one is in progress; closing the engine
+    /// releases them (and abandons the rebuild).
+    #[cfg(feature = "testing")]
+    pub fn hold_rebuilds(&self, hold: bool) {
+        self.inner.storage().progress().hold(hold);
+    }
+
+    /// Test hook: waits until a rebuild copy of this bucket waits at [`Self::hold_rebuilds`];
+    /// `false` when no rebuild runs or it ended first.
+    #[cfg(feature = "testing")]
+    pub fn wait_rebuild_held(&self) -> bool {
+        self.inner.storage().progress().wait_held()
+    }
+
     /// The generation of the sled database in use: 0 until the bucket's first rebuild, then one
     /// more with each ([`crate::GENERATION_FILE`] names it on disk).
     pub fn generation(&self) -> Result<u64> {
@@ -92,7 +116,7 @@ impl SledEngine {
     /// away from that a reader still held).
     pub fn size_on_disk(&self) -> Result<u64> {
         self.inner
-            .read_storage("size_on_disk", SledStorage::size_on_disk)
+            .read_storage("size_on_disk", |s| s.size_on_disk())
     }
 }
 

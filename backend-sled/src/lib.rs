@@ -29,6 +29,7 @@ mod registry;
 mod scan;
 mod storage;
 mod sweep;
+mod worker;
 
 pub use backend::Sled;
 #[cfg(feature = "testing")]
@@ -43,4 +44,4 @@ pub use disk::sweeper::SweepTotals;
 pub use disk::{BackendContext, DiskBackend};
 pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
 pub use generation::GENERATION_FILE;
-pub use rebuild::{MIN_REBUILD_BYTES, REBUILD_GROWTH};
+pub use rebuild::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};

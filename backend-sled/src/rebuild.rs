@@ -27,6 +27,7 @@ use disk::BackendContext;
 use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use disk::MetaKey;
 use disk::meta::decode_u64;
@@ -38,63 +39,131 @@ use crate::error::{sled_error, store_failed};
 use crate::generation::{self, Generation};
 use crate::meta;
 use crate::scan::for_each_chunk;
-use crate::storage::SledStorage;
+use crate::storage::{Bucket, Removals};
 
 /// By default a rebuild runs once the database is at least this large
 /// ([`crate::SledContextOptions::rebuild_min_bytes`]): below it the engine's own footprint
-/// dominates and a rebuild could not free enough to pay for itself.
+/// dominates and a rebuild could not free enough to pay for itself. The garbage trigger
+/// ([`due`]) does not wait for it.
 pub const MIN_REBUILD_BYTES: u64 = 4 << 20;
 
 /// By default a rebuild runs once the database has grown to this multiple of its size right
 /// after the last rebuild (before the first one in a process: once it reaches
-/// [`MIN_REBUILD_BYTES`]); [`crate::SledContextOptions::rebuild_growth`]. The copy's cost is the
-/// live data, so rebuilding at a fixed multiple of it keeps the amortised cost per byte written
-/// constant, while the bytes on disk stay below this multiple of a fresh copy.
+/// [`MIN_REBUILD_BYTES`]), or to this multiple of what a fresh copy of its live rows would take
+/// ([`crate::SledContextOptions::rebuild_growth`]). The copy's cost is the live data, so
+/// rebuilding at a fixed multiple of it keeps the amortised cost per byte written constant,
+/// while the bytes on disk stay below this multiple of a fresh copy.
 pub const REBUILD_GROWTH: f64 = 2.0;
 
-/// Whether a database of `size` bytes is due for a rebuild, given its size right after the last
-/// one (0 before any), the smallest size rebuilt and the growth that calls for one.
-pub(crate) fn due(size: u64, rebuilt_size: u64, min_bytes: u64, growth: f64) -> bool {
-    // f64 is exact to 2^53 bytes; beyond, the comparison is off by less than a part in 10^15.
-    size >= min_bytes && size as f64 >= rebuilt_size as f64 * growth
+/// At least what sled 0.34's files take for a database that holds nothing (its three trees and
+/// the meta rows, flushed): sled counts the log only as far as it is written, and a fresh store
+/// measured 429 bytes (the test `an_empty_store_takes_what_the_garbage_trigger_assumes`); 64 KiB
+/// leaves room for the meta rows a drained store keeps. The garbage trigger ([`due`]) takes it
+/// as the size of a fresh copy of no rows, and as the fixed part of a copy's size.
+pub const EMPTY_STORE_BYTES: u64 = 64 << 10;
+
+/// The garbage trigger fires only when a rebuild would free at least this much: below it the
+/// copy is not worth its fixed cost (a new database, its syncs, the switch).
+pub const MIN_GARBAGE_BYTES: u64 = 1 << 20;
+
+/// The most rounds of catch-up before the held-off last one: each copies what writers wrote
+/// during the one before, so it shrinks unless writers outpace the copy (then the rounds stop).
+const CATCH_UP_ROUNDS: usize = 4;
+
+/// A catch-up round that copied at most this many index rows is small enough to be the last
+/// one before writers are held off.
+const SMALL_CATCH_UP_ROWS: u64 = 256;
+
+/// The longest pause between two chunks of a background copy (see [`Copy::step`]).
+const MAX_PAUSE: Duration = Duration::from_millis(20);
+
+/// The database right after the last rebuild: its size and the rows it held (zeros before the
+/// first rebuild since open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Rebuilt {
+    pub(crate) size: u64,
+    pub(crate) rows: u64,
 }
 
-/// Rebuilds `storage` into a fresh generation when [`due`] and no other bucket of its context is
+impl Rebuilt {
+    /// What a fresh copy of `live` rows would take: [`EMPTY_STORE_BYTES`], plus, per row, what
+    /// each row took in the last rebuild's copy. Before any rebuild the per-row figure is
+    /// unknown and only an empty store is estimated (the growth rule covers the rest).
+    fn fresh_size(self, live: u64) -> Option<u64> {
+        if live == 0 {
+            return Some(EMPTY_STORE_BYTES);
+        }
+        if self.rows == 0 {
+            return None;
+        }
+        let per_row = self.size.saturating_sub(EMPTY_STORE_BYTES) as f64 / self.rows as f64;
+        // f64 is exact to 2^53 bytes; beyond, the estimate is off by less than a part in 10^15.
+        Some(EMPTY_STORE_BYTES.saturating_add((per_row * live as f64) as u64))
+    }
+}
+
+/// Whether a database of `size` bytes holding `live` rows is due for a rebuild, given the
+/// database right after the last one, the smallest size the growth rule rebuilds
+/// (`u64::MAX`: never rebuild) and the growth that calls for one.
+///
+/// Two rules, either suffices:
+/// - *growth*: `size >= min_bytes` and `size >= growth ×` the size after the last rebuild (any
+///   size from `min_bytes` before the first): the steady state, where the window stays and
+///   sled's files grow with what goes through;
+/// - *garbage*: `size >= growth ×` what a fresh copy of the live rows would take
+///   ([`Rebuilt::fresh_size`]) and a rebuild would free at least [`MIN_GARBAGE_BYTES`]: the
+///   live rows shrank (a bucket the lake covered and a reclaim emptied), so most of the files
+///   are garbage although they did not grow. With a steady window the estimate equals the size
+///   after the last rebuild, and the rule fires where the growth rule does.
+pub(crate) fn due(size: u64, rebuilt: Rebuilt, live: u64, min_bytes: u64, growth: f64) -> bool {
+    if min_bytes == u64::MAX {
+        return false;
+    }
+    // f64 is exact to 2^53 bytes; beyond, the comparison is off by less than a part in 10^15.
+    let grown = size >= min_bytes && size as f64 >= rebuilt.size as f64 * growth;
+    let garbage = rebuilt.fresh_size(live).is_some_and(|fresh| {
+        size as f64 >= fresh as f64 * growth && size >= fresh.saturating_add(MIN_GARBAGE_BYTES)
+    });
+    grown || garbage
+}
+
+/// Rebuilds `bucket` into a fresh generation unless another bucket of its context is
 /// rebuilding (the extra database a rebuild opens is bounded to one per context); returns the
 /// new generation's size when it switched.
 ///
-/// A rebuild that fails before the pointer's rename leaves the store as it was: it is logged,
-/// its files are removed, and the reclaim that ran it succeeds (the next one tries again). A
-/// failure at or after the rename leaves unknown which generation a reopen finds, so the store
-/// fails ([`Error::StoreFailed`]) and must be reopened, and both generations are kept: they hold
-/// the same rows, since writers were held off.
-pub(crate) fn run_if_due(storage: &SledStorage) -> Result<Option<u64>> {
-    remove_retired(storage)?;
-    if !due(
-        storage.size_on_disk()?,
-        storage.rebuilt_size.load(Ordering::Acquire),
-        storage.context.settings().rebuild_min_bytes,
-        storage.context.settings().rebuild_growth,
-    ) {
-        return Ok(None);
-    }
-    let Some(_slot) = storage.context.try_rebuild_slot()? else {
+/// A rebuild that fails before the pointer's rename leaves the store as it was: it is logged
+/// and counted, its files are removed, and the rebuild is simply not done (the next reclaim
+/// that finds it due queues it again). A failure at or after the rename leaves unknown which
+/// generation a reopen finds, so the store fails ([`Error::StoreFailed`]) and must be reopened,
+/// and both generations are kept: they hold the same rows, since writers were held off.
+pub(crate) fn run(bucket: &Bucket) -> Result<Option<u64>> {
+    let Some(_slot) = bucket.context.try_rebuild_slot()? else {
         return Ok(None);
     };
-    let old = storage.generation()?;
+    let old = bucket.generation()?;
     let Some(number) = old.number.checked_add(1) else {
         // Only a hand-edited pointer gets here; the next number would be the current one.
         return Ok(None);
     };
-    let dir = generation::db_dir(&storage.dir, number);
-    let built = build(storage, &old, number, &dir);
+    let dir = generation::db_dir(&bucket.dir, number);
+    let started = Instant::now();
+    let built = build(bucket, &old, number, &dir);
     let (new, rows) = match built {
         Ok(built) => built,
         // The pointer may name the new generation already: keep both, the store has failed.
-        Err(e) if storage.is_failed() => return Err(e),
+        Err(e) if bucket.is_failed() => {
+            bucket.count_failed_rebuild();
+            return Err(e);
+        }
         Err(e) => {
-            tracing::warn!(path = %storage.dir.display(), error = %e,
-                "rebuilding the sled database into a fresh one failed; keeping the current one");
+            if bucket.progress.is_cancelled() {
+                tracing::debug!(path = %bucket.dir.display(),
+                    "the bucket closed during a sled rebuild; its copy is dropped");
+            } else {
+                bucket.count_failed_rebuild();
+                tracing::warn!(path = %bucket.dir.display(), error = %e,
+                    "rebuilding the sled database into a fresh one failed; keeping the current one");
+            }
             if let Err(e) = fs::remove_dir_all(&dir)
                 && e.kind() != std::io::ErrorKind::NotFound
             {
@@ -106,21 +175,47 @@ pub(crate) fn run_if_due(storage: &SledStorage) -> Result<Option<u64>> {
     };
     // The switch is done: the bookkeeping below must not fail half way.
     let size = new.size_on_disk().unwrap_or(0);
-    tracing::debug!(path = %storage.dir.display(), generation = number, rows,
+    tracing::debug!(path = %bucket.dir.display(), generation = number, rows,
         bytes_before = old.size_on_disk().unwrap_or(0), bytes_after = size,
-        "rebuilt the sled database");
-    storage.rebuilt_size.store(size, Ordering::Release);
-    storage.rebuilds.fetch_add(1, Ordering::AcqRel);
-    engine_api::sync::lock(&storage.retired, "sled retired generations")?.push(old);
+        took_ms = started.elapsed().as_millis(), "rebuilt the sled database");
+    if let Ok(mut rebuilt) = engine_api::sync::lock(&bucket.rebuilt, "sled rebuild sizes") {
+        *rebuilt = Rebuilt { size, rows };
+    }
+    bucket.rebuilds.fetch_add(1, Ordering::AcqRel);
+    bucket.unreported_rewrite.fetch_add(size, Ordering::AcqRel);
+    engine_api::sync::lock(&bucket.retired, "sled retired generations")?.push(old);
     drop(new);
-    remove_retired(storage)?;
+    remove_retired(bucket)?;
     Ok(Some(size))
+}
+
+/// Has sweep chunks report their removals to the copy while it lives, and stops them after.
+struct Listening<'a>(&'a Bucket);
+
+impl<'a> Listening<'a> {
+    fn start(bucket: &'a Bucket) -> Result<Self> {
+        *engine_api::sync::lock(&bucket.removals, "sled removals")? = Some(Removals::default());
+        Ok(Listening(bucket))
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        // Poisoned: a sweep chunk panicked while pushing; the rows it pushed are not needed
+        // any more, and the store that panicked is failed by the skeleton.
+        let mut removals = self
+            .0
+            .removals
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *removals = None;
+    }
 }
 
 /// Copies `old` into a new generation `number` at `dir` and switches to it; returns the new
 /// generation and its row count.
 fn build(
-    storage: &SledStorage,
+    bucket: &Bucket,
     old: &Arc<Generation>,
     number: u64,
     dir: &std::path::Path,
@@ -129,45 +224,60 @@ fn build(
         // Left by a rebuild that failed earlier: never current, so nothing in it counts.
         fs::remove_dir_all(dir)?;
     }
-    let cache_bytes = storage.context.cache_bytes_per_bucket();
+    let cache_bytes = bucket.context.cache_bytes_per_bucket();
     let db = crate::engine::sled_config(dir, cache_bytes)
         .open()
         .map_err(sled_error)?;
     let new = Generation::new(number, db)?;
-    let mut copy = Copy::start(old, &new)?;
-    copy.catch_up()?;
-    // Most of the copy reaches disk here, while writers go on.
+    let _listening = Listening::start(bucket)?;
+    let pace = bucket.context.settings().rebuild_in_background;
+    let mut copy = Copy::start(bucket, old, &new, pace)?;
+    // Rounds while they shrink: one that did not means writers outpace the copy, and another
+    // would only be longer (and the held-off round with it).
+    let mut last = u64::MAX;
+    for _ in 0..CATCH_UP_ROUNDS {
+        let met = copy.catch_up()?;
+        if met <= SMALL_CATCH_UP_ROWS || met >= last {
+            break;
+        }
+        last = met;
+    }
+    // All but the last catch-up reaches disk here, with its directories and sled's `conf`,
+    // while writers go on: what is left for the held-off round is its own rows.
     new.db.flush().map_err(sled_error)?;
-    let _switch = engine_api::sync::write(&storage.switch, "sled generation switch")?;
+    generation::sync_tree(dir)?;
+    let _switch = engine_api::sync::write(&bucket.switch, "sled generation switch")?;
     // A store that failed meanwhile promises nothing durable: it must be reopened, not rebuilt.
-    disk::Storage::check_usable(storage)?;
-    let rows = copy.finish(&storage.dir)?;
+    if bucket.is_failed() {
+        return Err(store_failed(&bucket.dir, None));
+    }
+    let rows = copy.finish(&bucket.dir)?;
     new.db.flush().map_err(sled_error)?;
     // sled syncs its log but not its directories nor its `conf`: all of it must be durable
-    // before the pointer may name it.
+    // before the pointer may name it (synced above; this round finds little left).
     generation::sync_tree(dir)?;
-    if let Err(e) = generation::publish(&storage.dir, number) {
+    if let Err(e) = generation::publish(&bucket.dir, number) {
         if !e.renamed {
             // The pointer did not change: the old generation is still the store.
             return Err(Error::Io(e.source));
         }
         // Renamed, but perhaps not durably: which generation a reopen finds is unknown.
-        storage.fail(&e.source);
-        return Err(store_failed(&storage.dir, Some(sled::Error::Io(e.source))));
+        bucket.fail(&e.source);
+        return Err(store_failed(&bucket.dir, Some(sled::Error::Io(e.source))));
     }
     let new = Arc::new(new);
-    *engine_api::sync::lock(&storage.current, "sled generation")? = Arc::clone(&new);
-    storage.context.register(&new.db);
+    *engine_api::sync::lock(&bucket.current, "sled generation")? = Arc::clone(&new);
+    bucket.context.register(&new.db);
     Ok((new, rows))
 }
 
 /// Drops every retired generation nothing reads any more and removes its files.
-fn remove_retired(storage: &SledStorage) -> Result<()> {
-    let mut retired = engine_api::sync::lock(&storage.retired, "sled retired generations")?;
+pub(crate) fn remove_retired(bucket: &Bucket) -> Result<()> {
+    let mut retired = engine_api::sync::lock(&bucket.retired, "sled retired generations")?;
     for old in std::mem::take(&mut *retired) {
         match Arc::try_unwrap(old) {
             Ok(old) => {
-                let dir = generation::db_dir(&storage.dir, old.number);
+                let dir = generation::db_dir(&bucket.dir, old.number);
                 drop(old);
                 if let Err(e) = fs::remove_dir_all(&dir)
                     && e.kind() != std::io::ErrorKind::NotFound
@@ -184,6 +294,7 @@ fn remove_retired(storage: &SledStorage) -> Result<()> {
 
 /// A copy of one generation into the next, in progress.
 pub(crate) struct Copy<'a> {
+    bucket: &'a Bucket,
     old: &'a Generation,
     new: &'a Generation,
     /// Every write at an offset at or above this one may be missing from the copy.
@@ -192,25 +303,40 @@ pub(crate) struct Copy<'a> {
     digest: Delta,
     /// How many `data` rows the copy holds.
     rows: u64,
+    /// Whether the bulk copy pauses between chunks (a background rebuild).
+    pace: bool,
+    /// When the last step ended.
+    last_step: Instant,
 }
 
 impl<'a> Copy<'a> {
-    /// Copies every row of `old`'s `data` and `by_offset` into `new` (writers may go on).
-    pub(crate) fn start(old: &'a Generation, new: &'a Generation) -> Result<Self> {
+    /// Copies every row of `old`'s `data` and `by_offset` into `new` (writers and sweeps may go
+    /// on), a chunk at a time.
+    pub(crate) fn start(
+        bucket: &'a Bucket,
+        old: &'a Generation,
+        new: &'a Generation,
+        pace: bool,
+    ) -> Result<Self> {
         let mut copy = Copy {
+            bucket,
             old,
             new,
             from: applied_end(&old.meta)?,
             digest: Delta::default(),
             rows: 0,
+            pace,
+            last_step: Instant::now(),
         };
         // Plain inserts, not batches: a sled batch pins the log while it runs, and a page it
         // must read back from the log meanwhile (the cache share is small) waits for that pin:
-        // the batch deadlocks with itself.
+        // the batch deadlocks with itself. And a batch takes sled's process-wide lock
+        // exclusively: every read and write of every sled bucket would wait for it.
         // Keys written meanwhile are met or not, either way caught up by their offsets.
         for_each_chunk(&old.data, &[], None, |rows| {
             rows.iter()
-                .try_for_each(|(key, stored)| copy.put(key, stored))
+                .try_for_each(|(key, stored)| copy.put(key, stored))?;
+            copy.step(true)
         })?;
         // Below `S` only: index rows written meanwhile land at the end of the range, and a scan
         // that followed them would chase the writers for as long as they write.
@@ -219,47 +345,122 @@ impl<'a> Copy<'a> {
             for (row, _) in rows {
                 new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
             }
-            Ok(())
+            copy.step(true)
         })?;
+        copy.remove_swept()?;
         Ok(copy)
+    }
+
+    /// Between two chunks: stops when the bucket is closing; in a background bulk copy
+    /// (`bulk`), pauses as long as the chunk took (up to [`MAX_PAUSE`]), so the copy takes at
+    /// most half of a core and writers and readers (of every sled bucket: each insert takes
+    /// sled's process-wide lock's shared side) get the other half between chunks. Catch-up
+    /// rounds do not pause: they must outpace the writers they follow.
+    fn step(&mut self, bulk: bool) -> Result<()> {
+        self.bucket.progress.step()?;
+        if bulk && self.pace {
+            std::thread::sleep(self.last_step.elapsed().min(MAX_PAUSE));
+        }
+        self.last_step = Instant::now();
+        Ok(())
     }
 
     /// Copies again what was written since the last round: index rows at offsets from `from` up
     /// to the applied end read first, and the current value of each of their keys. Bounded
     /// above, so it ends while writers go on (what they write meanwhile is the next round's).
-    pub(crate) fn catch_up(&mut self) -> Result<()> {
-        self.catch_up_to(true)
+    /// Returns the index rows it met.
+    pub(crate) fn catch_up(&mut self) -> Result<u64> {
+        let met = self.catch_up_to(true)?;
+        self.remove_swept()?;
+        Ok(met)
     }
 
     /// [`Self::catch_up`], bounded above by the applied end read first or (with writers held
     /// off) not at all: the unbounded last round also meets every index row above the offsets,
     /// such as an unreadable one shorter than an offset, so the rounds together cover every key.
-    fn catch_up_to(&mut self, bounded: bool) -> Result<()> {
+    fn catch_up_to(&mut self, bounded: bool) -> Result<u64> {
         // Read before the scan: whatever commits later is at or above it.
         let end = applied_end(&self.old.meta)?;
         let (old, new) = (self.old, self.new);
         let (from, until) = (index_upper_bound(self.from), index_upper_bound(end));
         let until = bounded.then_some(&until[..]);
+        let mut met = 0u64;
         for_each_chunk(&old.by_offset, &from, until, |rows| {
             for (row, _) in rows {
-                new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
-                if let Some((_, key)) = parse_index_key(row)
-                    && let Some(stored) = old.data.get(key).map_err(sled_error)?
-                {
-                    self.put(key, &stored)?;
+                let Some((offset, key)) = parse_index_key(row) else {
+                    // Unreadable: kept as it is, like the sweeper keeps it.
+                    new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
+                    continue;
+                };
+                let Some(stored) = old.data.get(key).map_err(sled_error)? else {
+                    // The key is gone (swept): the row is stale, the next sweep would drop it.
+                    continue;
+                };
+                // Only the row that names the key's current value is copied, with the value: a
+                // key overwritten many times during the copy is met once per write, and its
+                // older rows are stale (the next sweep would drop them). A value whose tag
+                // cannot be read is copied with every row that names it.
+                match engine_api::codec::peek_tag(&stored) {
+                    Some(tag) if tag != offset => {}
+                    _ => {
+                        new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
+                        self.put(key, &stored)?;
+                    }
                 }
             }
-            Ok(())
+            met += rows.len() as u64;
+            if bounded { self.step(false) } else { Ok(()) }
         })?;
         self.from = end;
+        Ok(met)
+    }
+
+    /// Removes from the copy what sweep chunks removed from the old generation since the last
+    /// call. A sweep removes a key's current value, so the key was absent from the old
+    /// generation from then until a newer write: the copy drops the key when it holds that value
+    /// or an older version (a lower offset tag; read before the sweep, while the newer one was
+    /// swept before a catch-up met it), and keeps a newer one (written after the sweep, copied
+    /// by a catch-up since). Every row the copy read before a sweep removed it is named in a
+    /// later call, since a chunk reports after it commits and the last call runs with every
+    /// chunk held off. Only the rebuild writes the copy, so a read and a removal cannot race.
+    fn remove_swept(&mut self) -> Result<()> {
+        let removed = {
+            let mut removals = engine_api::sync::lock(&self.bucket.removals, "sled removals")?;
+            std::mem::take(removals.as_mut().ok_or_else(|| {
+                Error::backend(
+                    crate::error::BACKEND,
+                    std::io::Error::other("a sled rebuild stopped hearing of removals"),
+                )
+            })?)
+        };
+        let tag = engine_api::codec::peek_tag;
+        for (key, swept) in removed.data {
+            let Some(held) = self.new.data.get(&key).map_err(sled_error)? else {
+                continue;
+            };
+            let older = match (tag(&held), tag(&swept)) {
+                (Some(held), Some(swept)) => held <= swept,
+                // Unreadable tags: only the very bytes swept are known to be gone.
+                _ => held == swept,
+            };
+            if older {
+                self.new.data.remove(&key).map_err(sled_error)?;
+                self.digest.remove(&key, &held);
+                self.rows = self.rows.saturating_sub(1);
+            }
+        }
+        for row in removed.index {
+            self.new.by_offset.remove(row).map_err(sled_error)?;
+        }
         Ok(())
     }
 
-    /// With writers held off: the last catch-up, `meta` copied whole, and the copy checked
-    /// against the digest and count the old database recorded. A copy that does not add up is
-    /// an error, and nothing of it may be used.
+    /// With writers and sweeps held off: the last catch-up, `meta` copied whole, and the copy
+    /// checked against the digest and count the old database recorded. A copy that does not
+    /// add up is an error, and nothing of it may be used.
     pub(crate) fn finish(mut self, dir: &std::path::Path) -> Result<u64> {
         self.catch_up_to(false)?;
+        self.remove_swept()?;
         self.new.meta.clear().map_err(sled_error)?;
         let new = self.new;
         for_each_chunk(&self.old.meta, &[], None, |rows| {
@@ -309,18 +510,56 @@ fn applied_end(meta: &sled::Tree) -> Result<u64> {
 mod tests {
     use super::*;
 
+    const NONE: Rebuilt = Rebuilt { size: 0, rows: 0 };
+
     #[test]
     fn a_rebuild_is_due_from_the_minimum_size_and_then_at_each_doubling() {
         let (min, growth) = (MIN_REBUILD_BYTES, REBUILD_GROWTH);
-        assert!(!due(min - 1, 0, min, growth));
-        assert!(due(min, 0, min, growth));
-        let rebuilt = 3 * min;
-        assert!(!due(2 * rebuilt - 1, rebuilt, min, growth));
-        assert!(due(2 * rebuilt, rebuilt, min, growth));
-        assert!(due(rebuilt, rebuilt, min, 1.0), "growth 1: every reclaim");
+        let live = 1_000_000;
+        assert!(!due(min - 1, NONE, live, min, growth));
+        assert!(due(min, NONE, live, min, growth));
+        let rebuilt = Rebuilt {
+            size: 3 * min,
+            rows: live,
+        };
+        assert!(!due(2 * rebuilt.size - 1, rebuilt, live, min, growth));
+        assert!(due(2 * rebuilt.size, rebuilt, live, min, growth));
         assert!(
-            !due(u64::MAX - 1, 0, u64::MAX, growth),
+            due(rebuilt.size, rebuilt, live, min, 1.0),
+            "growth 1: every reclaim"
+        );
+        assert!(
+            !due(u64::MAX - 1, NONE, 0, u64::MAX, growth),
             "u64::MAX turns rebuilds off"
         );
+    }
+
+    #[test]
+    fn the_garbage_trigger_fires_when_the_live_rows_shrank_not_on_a_steady_window() {
+        let (min, growth) = (MIN_REBUILD_BYTES, REBUILD_GROWTH);
+        let rebuilt = Rebuilt {
+            size: 40 << 20,
+            rows: 100_000,
+        };
+        // A steady window: the estimate is the size after the last rebuild, so it fires where
+        // the growth rule does, not before.
+        assert!(!due(
+            2 * rebuilt.size - 1,
+            rebuilt,
+            rebuilt.rows,
+            min,
+            growth
+        ));
+        // A tenth of the rows left: a fresh copy takes about a tenth, so the files are mostly
+        // garbage although they did not grow.
+        assert!(due(rebuilt.size, rebuilt, rebuilt.rows / 10, min, growth));
+        // Drained: rebuilt whenever a rebuild frees at least the minimum, below `min_bytes`
+        // too, and before any rebuild since open.
+        let small = EMPTY_STORE_BYTES + MIN_GARBAGE_BYTES;
+        assert!(due(small.max(2 * EMPTY_STORE_BYTES), NONE, 0, min, growth));
+        assert!(!due(small - 1, NONE, 0, min, growth));
+        assert!(!due(2 * EMPTY_STORE_BYTES - 1, NONE, 0, min, growth));
+        // Before any rebuild with rows left, only the growth rule can tell.
+        assert!(!due(min - 1, NONE, 1, min, growth));
     }
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
+use disk::BackendContext;
 use disk::budget::BucketLease;
 use disk::meta::{decode_u64, encode_u64};
 use disk::sweeper::{self, ChunkSizer, index_key};
@@ -30,49 +31,89 @@ use crate::meta;
 use crate::registry::{self, OpenStore};
 use crate::scan::for_each_chunk;
 use crate::sweep::SledChunker;
+use crate::worker::Progress;
+use sled::IVec;
 
 /// One bucket's sled database, its current [`Generation`]: trees `data`, `by_offset` and
-/// `meta`. A reclaim may rebuild it into a fresh one ([`crate::rebuild`]) and switch to that.
+/// `meta`. A reclaim may have it rebuilt into a fresh one ([`crate::rebuild`]), in the
+/// background, and switched to.
 ///
 /// If a flush that follows a committed write fails, the storage is marked failed: from then on
 /// [`Storage::check_usable`] refuses with [`Error::StoreFailed`], so every write, watermark
 /// change, reclaim and flush does, until the store is reopened (see
 /// [`store_failed`] for why a retry must not simply succeed).
 pub struct SledStorage {
-    /// The bucket directory (named in [`Error::StoreFailed`]).
-    pub(crate) dir: PathBuf,
-    /// The current generation. Writers hold `switch` (shared) while they use it, so a rebuild
-    /// swaps it only between two writes; readers clone it and never wait for a rebuild.
-    pub(crate) current: Mutex<Arc<Generation>>,
-    /// Shared by every write for its whole duration, exclusive for a rebuild's switch.
-    pub(crate) switch: RwLock<()>,
-    /// Generations switched away from whose files are still there because a reader held them;
-    /// removed by the next reclaim (or the next writable open).
-    pub(crate) retired: Mutex<Vec<Arc<Generation>>>,
-    /// The database's size right after the last rebuild (0 before any): see
-    /// [`crate::rebuild::due`].
-    pub(crate) rebuilt_size: AtomicU64,
-    /// Rebuilds switched to since open.
-    pub(crate) rebuilds: AtomicU64,
+    /// What a background rebuild shares with the engine. Declared first so its sled handles
+    /// drop before the lease and the registry entry below (fields drop in order); a closing
+    /// storage first waits for its rebuild to let go of it ([`Drop`]).
+    bucket: Arc<Bucket>,
     /// How each sweep sizes its chunks: `sweep_chunk_rows` already capped at
     /// [`MAX_SWEEP_CHUNK_ROWS`](crate::MAX_SWEEP_CHUNK_ROWS), and `sweep_chunk_time`.
     chunks: ChunkSizer,
+    /// This bucket's share of the context's budget, given back when the storage drops (sled's
+    /// background threads, and the flusher through one flush, may hold the log a moment longer;
+    /// a reopen waits for it, see the `registry` module).
+    _lease: BucketLease,
+    /// Declared last so it drops after every sled handle above.
+    _open_store: OpenStore,
+}
+
+/// The state of a bucket that its storage and the context's rebuild thread share.
+pub struct Bucket {
+    /// The bucket directory (named in [`Error::StoreFailed`]).
+    pub(crate) dir: PathBuf,
+    /// The current generation. Writers and sweep chunks hold `switch` (shared) while they use
+    /// it, so a rebuild swaps it only between two of them; readers clone it and never wait for
+    /// a rebuild.
+    pub(crate) current: Mutex<Arc<Generation>>,
+    /// Shared by every write and sweep chunk for its whole duration, exclusive for a rebuild's
+    /// switch.
+    pub(crate) switch: RwLock<()>,
+    /// Generations switched away from whose files are still there because a reader held them;
+    /// removed by the next reclaim or settle (or the next writable open).
+    pub(crate) retired: Mutex<Vec<Arc<Generation>>>,
+    /// The database's size and rows right after the last rebuild (zeros before any): see
+    /// [`crate::rebuild::due`].
+    pub(crate) rebuilt: Mutex<crate::rebuild::Rebuilt>,
+    /// Rebuilds switched to since open.
+    pub(crate) rebuilds: AtomicU64,
+    /// Rebuilds that failed (and were dropped, or failed the store) since open.
+    pub(crate) failed_rebuilds: AtomicU64,
+    /// Bytes written by background rebuilds that no reclaim has reported yet (the next one
+    /// reports them as its `bytes_rewritten`).
+    pub(crate) unreported_rewrite: AtomicU64,
     /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
-    live_entries: AtomicU64,
+    pub(crate) live_entries: AtomicU64,
     /// Set when a flush after a committed write failed; see [`Error::StoreFailed`].
     failed: AtomicBool,
     /// Makes the next flush fail, to test the failed state without a failing disk.
     #[cfg(test)]
     pub(crate) fail_next_flush: AtomicBool,
-    /// This bucket's share of the context's budget, given back when the storage drops (sled's
-    /// background threads, and the flusher through one flush, may hold the log a moment longer;
-    /// a reopen waits for it, see the `registry` module).
-    _lease: BucketLease,
-    /// Keeps the flusher thread (and the budget) alive while the bucket is open; rebuilds take
-    /// its rebuild slot and register the new database with its flusher.
+    /// Whether a rebuild is queued or running, and whether the bucket is closing.
+    pub(crate) progress: Arc<Progress>,
+    /// What sweep chunks removed while a rebuild copies (`None` otherwise): the copy removes
+    /// the same rows from itself (see [`crate::rebuild`]).
+    pub(crate) removals: Mutex<Option<Removals>>,
+    /// Keeps the flusher and rebuild threads (and the budget) alive while the bucket is open;
+    /// rebuilds take its rebuild slot and register the new database with its flusher.
     pub(crate) context: SledContext,
-    /// Declared last so it drops after every sled handle above (fields drop in order).
-    _open_store: OpenStore,
+}
+
+/// Rows sweep chunks removed while a rebuild copies.
+#[derive(Debug, Default)]
+pub(crate) struct Removals {
+    /// `data` rows removed, with the stored value each held.
+    pub(crate) data: Vec<(IVec, IVec)>,
+    /// `by_offset` rows removed.
+    pub(crate) index: Vec<IVec>,
+}
+
+impl std::ops::Deref for SledStorage {
+    type Target = Bucket;
+
+    fn deref(&self) -> &Bucket {
+        &self.bucket
+    }
 }
 
 impl fmt::Debug for SledStorage {
@@ -82,6 +123,14 @@ impl fmt::Debug for SledStorage {
             .field("live_entries", &self.live_entries.load(Ordering::Acquire))
             .field("failed", &self.is_failed())
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for SledStorage {
+    /// Stops a queued or running rebuild and waits until it has let go of the bucket, so the
+    /// sled handles drop here, before the registry marks the store closed.
+    fn drop(&mut self) {
+        self.progress.cancel();
     }
 }
 
@@ -110,20 +159,26 @@ impl SledStorage {
         let config = crate::engine::sled_config(db_dir, context.cache_bytes_per_bucket());
         let (db, open_store) = registry::open(dir, db_dir, &config)?;
         let current = Generation::new(number, db)?;
-        let mut storage = SledStorage {
-            dir: dir.to_path_buf(),
-            current: Mutex::new(Arc::new(current)),
-            switch: RwLock::new(()),
-            retired: Mutex::new(Vec::new()),
-            rebuilt_size: AtomicU64::new(0),
-            rebuilds: AtomicU64::new(0),
+        let storage = SledStorage {
+            bucket: Arc::new(Bucket {
+                dir: dir.to_path_buf(),
+                current: Mutex::new(Arc::new(current)),
+                switch: RwLock::new(()),
+                retired: Mutex::new(Vec::new()),
+                rebuilt: Mutex::new(crate::rebuild::Rebuilt::default()),
+                rebuilds: AtomicU64::new(0),
+                failed_rebuilds: AtomicU64::new(0),
+                unreported_rewrite: AtomicU64::new(0),
+                live_entries: AtomicU64::new(0),
+                failed: AtomicBool::new(false),
+                #[cfg(test)]
+                fail_next_flush: AtomicBool::new(false),
+                progress: Arc::new(Progress::default()),
+                removals: Mutex::new(None),
+                context: context.clone(),
+            }),
             chunks,
-            live_entries: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
-            #[cfg(test)]
-            fail_next_flush: AtomicBool::new(false),
             _lease: lease,
-            context: context.clone(),
             _open_store: open_store,
         };
         // Read again now that sled's lock on this generation is held: a pointer that moved
@@ -171,24 +226,11 @@ impl SledStorage {
         }
         // A read-only open of a store without a current digest has nothing to compare the rows
         // with: it checks nothing and writes nothing (its count is kept in memory only).
-        *storage.live_entries.get_mut() = restored_live.unwrap_or(rows.rows);
+        storage
+            .live_entries
+            .store(restored_live.unwrap_or(rows.rows), Ordering::Release);
         context.register(&store.db);
         Ok(storage)
-    }
-
-    /// The current generation (a clone: a rebuild may switch to another meanwhile).
-    pub(crate) fn generation(&self) -> Result<Arc<Generation>> {
-        Ok(Arc::clone(&*engine_api::sync::lock(
-            &self.current,
-            "sled generation",
-        )?))
-    }
-
-    /// The current generation for a write, and the shared side of the switch lock, held until
-    /// the write is done so a rebuild cannot switch away in the middle of it.
-    fn writing(&self) -> Result<(RwLockReadGuard<'_, ()>, Arc<Generation>)> {
-        let guard = engine_api::sync::read(&self.switch, "sled generation switch")?;
-        Ok((guard, self.generation()?))
     }
 
     /// The same check the skeleton runs at open (format version, watermark, applied end), run
@@ -212,6 +254,69 @@ impl SledStorage {
     /// The most rows per sweep chunk in use.
     pub(crate) fn sweep_chunk_rows(&self) -> usize {
         self.chunks.max_rows()
+    }
+
+    /// Test hook: makes this bucket's rebuild copies wait at their next step until released
+    /// ([`crate::SledEngine::hold_rebuilds`]).
+    #[cfg(feature = "testing")]
+    pub(crate) fn progress(&self) -> &Progress {
+        &self.bucket.progress
+    }
+
+    /// After a sweep: has the bucket rebuilt when [`crate::rebuild::due`], in the background
+    /// (or inline, when the context says so or its thread cannot be started); returns the
+    /// bytes a rebuild wrote that no reclaim reported yet.
+    fn rebuild_if_due(&self) -> Result<Option<u64>> {
+        crate::rebuild::remove_retired(&self.bucket)?;
+        let settings = self.context.settings();
+        if self.rebuild_due()? && self.progress.try_queue() {
+            let inline = !settings.rebuild_in_background
+                || match self.context.submit_rebuild(&self.bucket) {
+                    Ok(()) => false,
+                    Err(e) => {
+                        tracing::warn!(path = %self.dir.display(), error = %e,
+                            "could not start the sled rebuild thread; rebuilding inline");
+                        true
+                    }
+                };
+            if inline && self.progress.start() {
+                let done = crate::rebuild::run(&self.bucket);
+                self.progress.finish();
+                done?;
+            }
+        }
+        let unreported = self.unreported_rewrite.swap(0, Ordering::AcqRel);
+        Ok((unreported > 0).then_some(unreported))
+    }
+}
+
+impl Bucket {
+    /// Whether a rebuild is due now ([`crate::rebuild::due`]).
+    pub(crate) fn rebuild_due(&self) -> Result<bool> {
+        let settings = self.context.settings();
+        let rebuilt = *engine_api::sync::lock(&self.rebuilt, "sled rebuild sizes")?;
+        Ok(crate::rebuild::due(
+            self.size_on_disk()?,
+            rebuilt,
+            self.live_entries.load(Ordering::Acquire),
+            settings.rebuild_min_bytes,
+            settings.rebuild_growth,
+        ))
+    }
+
+    /// The current generation (a clone: a rebuild may switch to another meanwhile).
+    pub(crate) fn generation(&self) -> Result<Arc<Generation>> {
+        Ok(Arc::clone(&*engine_api::sync::lock(
+            &self.current,
+            "sled generation",
+        )?))
+    }
+
+    /// The current generation for a write, and the shared side of the switch lock, held until
+    /// the write is done so a rebuild cannot switch away in the middle of it.
+    pub(crate) fn writing(&self) -> Result<(RwLockReadGuard<'_, ()>, Arc<Generation>)> {
+        let guard = engine_api::sync::read(&self.switch, "sled generation switch")?;
+        Ok((guard, self.generation()?))
     }
 
     /// sled's own figure for the bytes its files occupy: the current generation's, plus those of
@@ -241,6 +346,11 @@ impl SledStorage {
     /// Rebuilds switched to since open.
     pub(crate) fn rebuilds(&self) -> u64 {
         self.rebuilds.load(Ordering::Acquire)
+    }
+
+    /// Counts a rebuild that failed.
+    pub(crate) fn count_failed_rebuild(&self) {
+        self.failed_rebuilds.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether a flush after a committed write has failed.
@@ -420,19 +530,17 @@ impl Storage for SledStorage {
     }
 
     /// The shared sweeper in chunks of at most `MAX_SWEEP_CHUNK_ROWS` rows, each its own short
-    /// transaction, so writers wait for one chunk at most; then, when the database has grown to
-    /// [`crate::rebuild::REBUILD_GROWTH`] times its size after the last rebuild, a rebuild into
-    /// a fresh one (whose size is then reported as the bytes rewritten). A reclaim does not
-    /// flush its sweep: losing its removals in a crash only means the same covered entries are
-    /// removed again.
+    /// transaction, so writers wait for one chunk at most; then, when a rebuild is due
+    /// ([`crate::rebuild::due`]: the database has grown to [`crate::REBUILD_GROWTH`] times its
+    /// size after the last rebuild, or is mostly garbage), the rebuild is queued for the
+    /// context's rebuild thread and the reclaim returns: it pays for its sweep only. The bytes
+    /// a background rebuild wrote are reported by the next reclaim as its bytes rewritten. A
+    /// reclaim does not flush its sweep: losing its removals in a crash only means the same
+    /// covered entries are removed again.
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.size_on_disk()?;
-        let store = self.generation()?;
         let chunker = SledChunker {
-            data: &store.data,
-            by_offset: &store.by_offset,
-            meta: &store.meta,
-            live_entries: &self.live_entries,
+            bucket: &self.bucket,
         };
         let totals = sweeper::sweep(
             &chunker,
@@ -441,8 +549,7 @@ impl Storage for SledStorage {
             request.turns,
             request.faults,
         )?;
-        drop(store);
-        let bytes_rewritten = crate::rebuild::run_if_due(self)?;
+        let bytes_rewritten = self.rebuild_if_due()?;
         Ok(ReclaimWork {
             values_removed: totals.values_removed,
             tombstones_removed: totals.tombstones_removed,
@@ -452,6 +559,28 @@ impl Storage for SledStorage {
             bytes_rewritten,
             sweep: Some(totals),
         })
+    }
+
+    /// Waits for the bucket's queued or running rebuild, then removes the generations it
+    /// switched away from. An error when the store failed (a rebuild's switch may have).
+    fn wait_for_background_work(&self) -> Result<()> {
+        self.progress.settle();
+        crate::rebuild::remove_retired(&self.bucket)?;
+        if self.is_failed() {
+            return Err(store_failed(&self.dir, None));
+        }
+        Ok(())
+    }
+
+    fn space_rebuilds(&self) -> u64 {
+        self.rebuilds()
+    }
+
+    /// Stops a queued or running rebuild (it removes what it copied; the next reclaim queues
+    /// it again), then flushes.
+    fn close(&self) -> Result<()> {
+        self.progress.cancel();
+        self.flush()
     }
 
     fn bytes_on_disk(&self) -> Result<u64> {
