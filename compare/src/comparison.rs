@@ -113,9 +113,11 @@ pub fn compare(
         })?;
         let figures = report::RunReport::new(&outcome);
         let summary = format!(
-            "{} at the end, {} reclaims, {} rebuilds, {} wrong answers of {}",
+            "{} at the end, {} reclaims, {} space rebuilds, {} all-or-nothing rebuilds, {} wrong \
+             answers of {}",
             units::bytes(figures.bytes.end),
             figures.reclaim.runs,
+            figures.bytes.space_rebuilds,
             figures.lake.rebuilds,
             figures.lookups.mismatches + figures.lookups.errors,
             figures.lookups.checked

@@ -79,8 +79,10 @@ fn filled(backend: Backend, dir: &Path, n: u64) -> Result<EngineHandle> {
         engine.apply(&batch)?;
     }
     engine.flush()?;
-    // A reclaim with nothing covered settles the data (RocksDB: compacted to the bottom level).
+    // A reclaim with nothing covered settles the data (RocksDB: compacted to the bottom level);
+    // a rebuild it queued (sled) finishes before anything is timed.
     engine.reclaim()?;
+    engine.wait_for_background_work()?;
     Ok(engine)
 }
 

@@ -30,6 +30,8 @@ fn run() -> Result<()> {
         engine.apply(&batch)?;
         engine.advance_watermark(offset - KEYS / 2)?;
         engine.reclaim()?;
+        // A rebuild the reclaim queued runs in the background: the size after it.
+        engine.wait_for_background_work()?;
         engine.flush()?;
         sizes.push(engine.size_on_disk()?);
     }
@@ -40,6 +42,7 @@ fn run() -> Result<()> {
         offset * 200
     );
     println!("size_on_disk per round: {sizes:?}");
+    println!("rebuilds: {}", engine.rebuilds());
     println!(
         "live entries {} (expected {}); warm-up peak {warm} B, later peak {late} B, ratio {:.2}",
         engine.stats()?.live_entries,
