@@ -256,12 +256,20 @@ impl FjallStorage {
     /// Writes the flush marker and flushes it, with everything written before, into table files
     /// (see the module docs): from then on the newest sequence number among the table files is
     /// at least that of every entry a compaction of them may remove, so a reopen replays none of
-    /// what a reclaim removed.
+    /// what a reclaim removed. Only `data` is flushed: `meta` holds nothing a filter removes, and
+    /// each flush stalls every writer of the shared database while fjall's flush worker syncs
+    /// the journal under its writer lock, and the keyspace's readers and writers while the new
+    /// table's version files are synced under its version lock.
     fn write_flush_marker(&self) -> Result<()> {
         let mut batch = self.batch()?;
         batch.insert(&self.data, flush_marker_key(), &[][..]);
         batch.commit().map_err(fjall_err)?;
-        self.flush_memtables()
+        flush_keyspaces(&[&self.data]).map_err(|e| {
+            Error::backend(
+                BACKEND,
+                format!("flushing the bucket {}: {e}", self.dir.display()),
+            )
+        })
     }
 
     /// Bytes of both keyspaces' memtables: their writes sit in the shared journal until flushed.
@@ -455,6 +463,19 @@ impl Storage for FjallStorage {
 
     fn bytes_on_disk(&self) -> Result<u64> {
         Ok(self.keyspace_bytes())
+    }
+
+    /// Nothing to wait for: a reclaim's major compaction gives the space back before it returns
+    /// (installing its output marks the compacted table files deleted; fjall removes each once
+    /// no reader holds it).
+    fn wait_for_background_work(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Always 0: the reclaim's compaction is the rebuild, and it is no separate one (as
+    /// RocksDB's, § Engine contract / stats).
+    fn space_rebuilds(&self) -> u64 {
+        0
     }
 
     fn live_entries(&self) -> Result<LiveEntries> {
