@@ -44,7 +44,7 @@ use crate::storage::{Bucket, Removals};
 /// By default a rebuild runs once the database is at least this large
 /// ([`crate::SledContextOptions::rebuild_min_bytes`]): below it the engine's own footprint
 /// dominates and a rebuild could not free enough to pay for itself. The garbage trigger
-/// ([`due`]) does not wait for it.
+/// (`due`) does not wait for it.
 pub const MIN_REBUILD_BYTES: u64 = 4 << 20;
 
 /// By default a rebuild runs once the database has grown to this multiple of its size right
@@ -58,7 +58,7 @@ pub const REBUILD_GROWTH: f64 = 2.0;
 /// At least what sled 0.34's files take for a database that holds nothing (its three trees and
 /// the meta rows, flushed): sled counts the log only as far as it is written, and a fresh store
 /// measured 429 bytes (the test `an_empty_store_takes_what_the_garbage_trigger_assumes`); 64 KiB
-/// leaves room for the meta rows a drained store keeps. The garbage trigger ([`due`]) takes it
+/// leaves room for the meta rows a drained store keeps. The garbage trigger (`due`) takes it
 /// as the size of a fresh copy of no rows, and as the fixed part of a copy's size.
 pub const EMPTY_STORE_BYTES: u64 = 64 << 10;
 
