@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, TryLockError};
 
 use disk::budget::BucketLease;
-use disk::contain::contained;
+use disk::contain::{catch_panic, contained};
 use disk::sweeper::{self, ChunkSizer, index_key};
 use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
 use engine_api::batch::Record;
@@ -16,7 +16,7 @@ use redb::{Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use crate::db::RedbDb;
 use crate::engine::RedbDiskStats;
-use crate::error::{BACKEND, RedbResultExt};
+use crate::error::{BACKEND, RedbResultExt, redb_error};
 use crate::sweep::RedbChunker;
 use crate::tables::{BY_OFFSET, DATA, META};
 
@@ -76,9 +76,10 @@ pub struct RedbStorage {
     entry_bytes: AtomicU64,
     /// Compactions since open that gave space back ([`Storage::space_rebuilds`]).
     compactions: AtomicU64,
-    /// Live-page bytes right after the last compaction (`u64::MAX` before the first): the next
-    /// one needs the live data to have halved since, so a steady window, whose file redb's
-    /// churn fills again, is compacted at most once.
+    /// Live-page bytes right after the last compaction, raised to the most estimated since
+    /// (`u64::MAX` before the first): the next one needs the live data to have halved from it,
+    /// so a steady window, whose file redb's churn fills again, is compacted at most once, and a
+    /// bucket that refilled and drained again is compacted again.
     live_after_compaction: AtomicU64,
     /// Makes the close at drop panic, to test that the panic stays inside.
     #[cfg(test)]
@@ -217,7 +218,7 @@ impl RedbStorage {
             return Ok(false);
         }
         let entries = self.live_entries()?.count;
-        let estimate = entries.saturating_mul(self.entry_bytes.load(Ordering::Relaxed));
+        let estimate = self.note_live_estimate(entries);
         if !self.worth_compacting(file, estimate) {
             return Ok(false);
         }
@@ -228,12 +229,24 @@ impl RedbStorage {
         if !self.worth_compacting(file, live) {
             return Ok(false);
         }
-        self.compact()?;
+        if !self.compact()? {
+            return Ok(false);
+        }
         self.live_after_compaction
             .store(self.live_page_bytes()?, Ordering::Relaxed);
         tracing::debug!(file = %self.file.display(), before = file, live,
             after = self.file_bytes().unwrap_or(0), "compacted the redb file");
         Ok(true)
+    }
+
+    /// The live-page bytes `entries` stored entries take by the last measurement (O(1)), also
+    /// raising the most seen since the last compaction to it: a bucket that refilled since may
+    /// be drained again, and the halving rule counts from the most it held.
+    fn note_live_estimate(&self, entries: u64) -> u64 {
+        let estimate = entries.saturating_mul(self.entry_bytes.load(Ordering::Relaxed));
+        self.live_after_compaction
+            .fetch_max(estimate, Ordering::Relaxed);
+        estimate
     }
 
     /// Whether a file of `file` bytes whose tables need `live` bytes is worth compacting: mostly
@@ -264,14 +277,31 @@ impl RedbStorage {
     /// transactions in progress to end and holds new ones off until the compaction is done.
     /// redb compacts in a series of ordinary commits (two-phase, each durable), so a crash
     /// anywhere in it leaves the file at its last commit, with every row in place.
-    fn compact(&self) -> Result<()> {
+    ///
+    /// A storage error is returned (redb latches a failed durable commit: every later
+    /// transaction fails until a reopen, which the caller must hear of); a refusal (a
+    /// transaction or savepoint still alive) is not an error, and the next reclaim tries again.
+    fn compact(&self) -> Result<bool> {
         let mut db = sync::write(&self.db, "redb database")?;
         let RedbDb::Writable(db) = &mut *db else {
-            return Ok(());
+            return Ok(false);
         };
-        db.compact().redb()?;
-        self.compactions.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        // Contained here, under the guard: a panic unwinding through it would poison the lock
+        // every transaction takes, and the lookups of a store whose commits are atomic must go
+        // on working.
+        match catch_panic(BACKEND, "compacting the database", || db.compact())? {
+            Ok(true) => {
+                self.compactions.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(redb::CompactionError::Storage(e)) => Err(redb_error(e)),
+            Err(refused) => {
+                tracing::debug!(file = %self.file.display(), reason = %refused,
+                    "redb refused to compact; the next reclaim tries again");
+                Ok(false)
+            }
+        }
     }
 
     pub(crate) fn disk_stats(&self) -> Result<RedbDiskStats> {
@@ -452,6 +482,8 @@ impl Storage for RedbStorage {
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         let bytes_before = self.file_bytes()?;
         self.db()?.writable(&self.file, "reclaim")?;
+        // What the bucket holds before the sweep empties it, for the compaction's halving rule.
+        self.note_live_estimate(self.live_entries()?.count);
         let before_chunk = || self.durable_if_due();
         let chunker = RedbChunker {
             storage: self,
@@ -474,12 +506,10 @@ impl Storage for RedbStorage {
             let _ = self.prepare_durable();
             self.durable_barrier()?;
         }
-        // The removals are durable: a compaction that fails leaves them in place, and the next
-        // reclaim tries again.
-        if let Err(e) = self.compact_if_garbage() {
-            tracing::warn!(file = %self.file.display(), error = %e,
-                "compacting the redb file failed; the next reclaim tries again");
-        }
+        // The removals are durable: a compaction that fails leaves them in place. Its error is
+        // the reclaim's (a failed durable commit latches redb: the host must hear of it), and
+        // the next reclaim tries again; a refusal is no error (`compact`).
+        self.compact_if_garbage()?;
         Ok(ReclaimWork {
             values_removed: totals.values_removed,
             tombstones_removed: totals.tombstones_removed,

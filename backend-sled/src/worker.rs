@@ -111,6 +111,21 @@ impl Progress {
         true
     }
 
+    /// The rebuild thread's end of a rebuild: when a reclaim found another one due meanwhile
+    /// (and the bucket is not closing), the job stays queued and `true` says to queue it again;
+    /// otherwise the rebuild is over, as [`Self::finish`]. Decided under one lock, so a reclaim's
+    /// mark set after the thread's last look is never lost.
+    pub(crate) fn finish_unless_again(&self) -> bool {
+        let mut state = self.state();
+        if std::mem::take(&mut state.again) && !state.cancelled {
+            state.job = Job::Queued;
+            return true;
+        }
+        state.job = Job::Idle;
+        self.changed.notify_all();
+        false
+    }
+
     /// Marks the rebuild over (done, failed or cancelled) and wakes whoever waits for it.
     pub(crate) fn finish(&self) {
         self.state().job = Job::Idle;
@@ -195,6 +210,9 @@ impl Progress {
 struct Queued {
     bucket: Weak<Bucket>,
     progress: Arc<Progress>,
+    /// Queued again after a rebuild during which a reclaim found one due: run only if one is
+    /// still due (the rebuild that ended may have taken care of it).
+    recheck: bool,
 }
 
 #[derive(Default)]
@@ -252,6 +270,7 @@ impl Rebuilder {
         self.queue.state().jobs.push_back(Queued {
             bucket: Arc::downgrade(bucket),
             progress: Arc::clone(&bucket.progress),
+            recheck: false,
         });
         self.queue.wake.notify_all();
         Ok(())
@@ -317,6 +336,9 @@ fn run(queue: &Queue) {
             // Again while a reclaim found one due during the last (each a rebuild that would
             // free something, so this ends).
             match catch_panic(BACKEND, "a background rebuild", || {
+                if job.recheck && !bucket.rebuild_due()? {
+                    return Ok(None);
+                }
                 let mut done = crate::rebuild::run(&bucket);
                 while done.is_ok() && job.progress.take_again() && bucket.rebuild_due()? {
                     done = crate::rebuild::run(&bucket);
@@ -337,6 +359,11 @@ fn run(queue: &Queue) {
             // for that report and must then hold the last reference to its databases.
             drop(bucket);
         }
-        job.progress.finish();
+        if job.progress.finish_unless_again() {
+            queue.state().jobs.push_back(Queued {
+                recheck: true,
+                ..job
+            });
+        }
     }
 }
