@@ -33,6 +33,23 @@ fn check_value(key: &[u8], offset: u64, bytes: &[u8]) {
     );
 }
 
+/// Every key `prefix` + offset in `offsets` answers the value written at that offset.
+fn assert_holds(engine: &RedbEngine, prefix: &str, offsets: std::ops::Range<u64>, what: &str) {
+    for offset in offsets {
+        let key = format!("{prefix}{offset}");
+        match engine.lookup(key.as_bytes()).unwrap() {
+            LocalLookup::Value {
+                offset: found,
+                bytes,
+            } => {
+                assert_eq!(found, offset, "{key}, {what}");
+                check_value(key.as_bytes(), found, &bytes);
+            }
+            other => panic!("{key}, {what}: {other:?}"),
+        }
+    }
+}
+
 fn unsynced() -> EngineOptions {
     EngineOptions::default().with_sync_writes(false)
 }
@@ -311,19 +328,7 @@ fn reopen_after_close_right_after_a_compaction() {
             RedbEngine::open(tmp.path(), EngineOptions::default().with_open_mode(mode)).unwrap();
         assert_eq!((engine.watermark(), engine.applied_end()), (w, end));
         assert_eq!(engine.stats().unwrap().live_entries, end - w);
-        for offset in w..end {
-            let key = format!("new{offset}");
-            match engine.lookup(key.as_bytes()).unwrap() {
-                LocalLookup::Value {
-                    offset: found,
-                    bytes,
-                } => {
-                    assert_eq!(found, offset);
-                    check_value(key.as_bytes(), found, &bytes);
-                }
-                other => panic!("{key}: {other:?}"),
-            }
-        }
+        assert_holds(&engine, "new", w..end, "after the compaction");
         assert_eq!(
             engine.lookup(format!("old{}", w - 1).as_bytes()).unwrap(),
             LocalLookup::Miss
@@ -391,19 +396,7 @@ fn a_compaction_killed_midway_reopens_whole() {
             engine.applied_end(),
             engine.stats().unwrap().bytes_on_disk
         );
-        for offset in w..end.max(w) {
-            let key = format!("k{offset}");
-            match engine.lookup(key.as_bytes()).unwrap() {
-                LocalLookup::Value {
-                    offset: found,
-                    bytes,
-                } => {
-                    assert_eq!(found, offset);
-                    check_value(key.as_bytes(), found, &bytes);
-                }
-                other => panic!("{key}, acknowledged before the kill: {other:?}"),
-            }
-        }
+        assert_holds(&engine, "k", w..end.max(w), "acknowledged before the kill");
         assert!(engine.verify().unwrap().is_clean());
     }
 }
