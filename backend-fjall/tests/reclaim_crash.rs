@@ -3,9 +3,12 @@
 //! anything, must reopen with both, and with nothing the reclaims removed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+mod common;
+
 use std::path::Path;
 
 use backend_fjall::{BackendContext, FjallContext, FjallEngine};
+use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
 use engine_api::batch::WriteBatch;
 use engine_api::{Engine, EngineOptions, LocalLookup};
 
@@ -39,15 +42,9 @@ fn reclaim_at(engine: &FjallEngine, w: u64) -> u64 {
     engine.reclaim().unwrap().values_removed
 }
 
-/// Environment variable that makes the test's process the child, writing in that directory.
-const CRASH_CHILD_DIR: &str = "TIDEMARK_FJALL_RECLAIM_CRASH_DIR";
-/// The child's exit code once it wrote, reclaimed and checked everything (and closed nothing).
-const CRASH_CHILD_EXIT: i32 = 43;
-
 #[test]
 fn reclaims_survive_a_crash_with_the_metadata_only_in_the_journal() {
-    if let Some(dir) = std::env::var_os(CRASH_CHILD_DIR) {
-        let dir = std::path::PathBuf::from(dir);
+    if let Some(dir) = crash_child_dir() {
         let ctx = FjallContext::for_buckets(1).unwrap();
         let engine = open(&ctx, &dir.join("b"));
         write(&engine, 0..100);
@@ -63,17 +60,10 @@ fn reclaims_survive_a_crash_with_the_metadata_only_in_the_journal() {
         std::process::exit(CRASH_CHILD_EXIT + i32::from(engine.applied_end() != 110));
     }
     let tmp = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "reclaims_survive_a_crash_with_the_metadata_only_in_the_journal",
-            "--test-threads=1",
-        ])
-        .env(CRASH_CHILD_DIR, tmp.path())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(CRASH_CHILD_EXIT), "{status:?}");
+    run_crash_child(
+        "reclaims_survive_a_crash_with_the_metadata_only_in_the_journal",
+        tmp.path(),
+    );
     let ctx = FjallContext::for_buckets(1).unwrap();
     let engine = open(&ctx, &tmp.path().join("b"));
     assert_eq!((engine.watermark(), engine.applied_end()), (100, 110));

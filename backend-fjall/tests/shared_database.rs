@@ -2,12 +2,15 @@
 //! bucket, and what an open refuses.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+mod common;
+
 use std::path::Path;
 
 use backend_fjall::{
     BackendContext, FjallContext, FjallEngine, KEYSPACE_RECORD, MAX_BUCKETS_PER_DATABASE,
     SHARED_DIR,
 };
+use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
 use engine_api::{Engine, EngineOptions, Error, LocalLookup};
 
 fn open(ctx: &FjallContext, path: &Path) -> engine_api::Result<FjallEngine> {
@@ -189,19 +192,14 @@ fn a_directory_of_many_buckets_spreads_over_databases_that_all_reopen() {
     }
 }
 
-/// Set in the child process of the crash test: the directory its buckets go in.
-const CRASH_CHILD_DIR: &str = "TIDEMARK_FJALL_CRASH_CHILD_DIR";
 /// Buckets the crash test writes: more than one shared database takes.
 const CRASH_BUCKETS: usize = MAX_BUCKETS_PER_DATABASE + 120;
-/// The child's exit code once every bucket is written (and none is closed).
-const CRASH_CHILD_EXIT: i32 = 42;
 
 /// A process killed with hundreds of buckets open and nothing flushed: every bucket of both its
 /// shared databases reopens with its acknowledged write, replayed from the journal.
 #[test]
 fn many_buckets_reopen_after_a_crash_left_every_journal_unflushed() {
-    if let Some(dir) = std::env::var_os(CRASH_CHILD_DIR) {
-        let dir = std::path::PathBuf::from(dir);
+    if let Some(dir) = crash_child_dir() {
         let ctx = FjallContext::for_buckets(CRASH_BUCKETS).unwrap();
         let engines: Vec<_> = (0..CRASH_BUCKETS)
             .map(|i| {
@@ -215,17 +213,10 @@ fn many_buckets_reopen_after_a_crash_left_every_journal_unflushed() {
         std::process::exit(CRASH_CHILD_EXIT + i32::from(engines.is_empty()));
     }
     let tmp = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "many_buckets_reopen_after_a_crash_left_every_journal_unflushed",
-            "--test-threads=1",
-        ])
-        .env(CRASH_CHILD_DIR, tmp.path())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(CRASH_CHILD_EXIT), "{status:?}");
+    run_crash_child(
+        "many_buckets_reopen_after_a_crash_left_every_journal_unflushed",
+        tmp.path(),
+    );
     // The reopen runs on its own thread: a recovery that blocks fails the test instead of
     // hanging it.
     let (tx, rx) = std::sync::mpsc::channel();
