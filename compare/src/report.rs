@@ -584,34 +584,20 @@ pub fn targets(runs: &[RunReport]) -> Vec<Target> {
             }
         }
         if let (Some(t), Some(off)) = (find(Variant::Tidemark), find(Variant::SchedulerOff)) {
+            type Pick = fn(&Percentiles) -> f64;
+            let p99: (Pick, f64) = (|p| p.p99, limits::TAIL_P99);
+            let p999: (Pick, f64) = (|p| p.p999, limits::TAIL_P999);
+            let (writes, lookups) = (
+                (t.write_latency, off.write_latency),
+                (t.lookup_latency, off.lookup_latency),
+            );
             let tails = [
-                (
-                    "write p99: tidemark / scheduler off",
-                    t.write_latency,
-                    off.write_latency,
-                ),
-                (
-                    "write p999: tidemark / scheduler off",
-                    t.write_latency,
-                    off.write_latency,
-                ),
-                (
-                    "lookup p99: tidemark / scheduler off",
-                    t.lookup_latency,
-                    off.lookup_latency,
-                ),
-                (
-                    "lookup p999: tidemark / scheduler off",
-                    t.lookup_latency,
-                    off.lookup_latency,
-                ),
+                ("write p99: tidemark / scheduler off", writes, p99),
+                ("write p999: tidemark / scheduler off", writes, p999),
+                ("lookup p99: tidemark / scheduler off", lookups, p99),
+                ("lookup p999: tidemark / scheduler off", lookups, p999),
             ];
-            for (i, (name, mine, base)) in tails.into_iter().enumerate() {
-                let (pick, limit): (fn(&Percentiles) -> f64, f64) = if i % 2 == 0 {
-                    (|p| p.p99, limits::TAIL_P99)
-                } else {
-                    (|p| p.p999, limits::TAIL_P999)
-                };
+            for (name, (mine, base), (pick, limit)) in tails {
                 out.push(Target::new(
                     backend,
                     name,
