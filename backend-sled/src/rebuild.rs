@@ -23,16 +23,16 @@
 //! A crash before the pointer is renamed leaves the old database current; after it, the new one,
 //! complete and flushed. Either way the other is removed at the next writable open.
 
-use disk::BackendContext;
+use tidemark_disk::BackendContext;
 use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use disk::MetaKey;
-use disk::meta::decode_u64;
-use disk::sweeper::{index_upper_bound, parse_index_key};
-use engine_api::{Error, Result};
+use tidemark_disk::MetaKey;
+use tidemark_disk::meta::decode_u64;
+use tidemark_disk::sweeper::{index_upper_bound, parse_index_key};
+use tidemark_engine_api::{Error, Result};
 
 use crate::digest::{self, Delta};
 use crate::error::{sled_error, store_failed};
@@ -77,29 +77,71 @@ const SMALL_CATCH_UP_ROWS: u64 = 256;
 /// The longest pause between two chunks of a background copy (see [`Copy::step`]).
 const MAX_PAUSE: Duration = Duration::from_millis(20);
 
+/// A rebuild is never due before the database has grown to this multiple of its size right
+/// after the last rebuild (or to `rebuild_growth`, when that is smaller): the growth rule
+/// measures from the smallest copy seen, and a copy that came out larger than that (sled seals
+/// its segments at other points when its I/O threads run at other moments) must not call for
+/// another copy straight away.
+const MIN_REBUILD_STEP: f64 = 1.25;
+
 /// The database right after the last rebuild: its size and the rows it held (zeros before the
-/// first rebuild since open).
+/// first rebuild since open), and the copy with the fewest bytes per row seen since open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rebuilt {
     pub(crate) size: u64,
     pub(crate) rows: u64,
+    /// The copy that took the fewest bytes per row since open: `(size, rows)`.
+    pub(crate) best: (u64, u64),
 }
 
 impl Rebuilt {
-    /// What a fresh copy of `live` rows would take: [`EMPTY_STORE_BYTES`], plus, per row, what
-    /// each row took in the last rebuild's copy. Before any rebuild the per-row figure is
-    /// unknown and only an empty store is estimated (the growth rule covers the rest).
-    fn fresh_size(self, live: u64) -> Option<u64> {
-        if live == 0 {
-            return Some(EMPTY_STORE_BYTES);
+    /// The bookkeeping after a rebuild that came out at `size` bytes for `rows` rows.
+    pub(crate) fn after(self, size: u64, rows: u64) -> Rebuilt {
+        let (best_size, best_rows) = self.best;
+        // Only a copy well above the empty store measures what a row takes.
+        let measures = rows > 0 && size >= EMPTY_STORE_BYTES + MIN_GARBAGE_BYTES;
+        // Fewer bytes per row: size / rows < best_size / best_rows, without division.
+        let smaller = best_rows == 0
+            || u128::from(size - EMPTY_STORE_BYTES.min(size)) * u128::from(best_rows)
+                < u128::from(best_size.saturating_sub(EMPTY_STORE_BYTES)) * u128::from(rows);
+        Rebuilt {
+            size,
+            rows,
+            best: if measures && smaller {
+                (size, rows)
+            } else {
+                self.best
+            },
         }
-        if self.rows == 0 {
-            return None;
-        }
-        let per_row = self.size.saturating_sub(EMPTY_STORE_BYTES) as f64 / self.rows as f64;
-        // f64 is exact to 2^53 bytes; beyond, the estimate is off by less than a part in 10^15.
-        Some(EMPTY_STORE_BYTES.saturating_add((per_row * live as f64) as u64))
     }
+
+    /// What a fresh copy of `live` rows would take, judged from the last copy
+    /// ([`fresh_size`]).
+    fn fresh_as_last(self, live: u64) -> Option<u64> {
+        fresh_size(live, (self.size, self.rows))
+    }
+
+    /// What a fresh copy of `live` rows would take, judged from the smallest copy seen
+    /// ([`fresh_size`]).
+    fn fresh_as_best(self, live: u64) -> Option<u64> {
+        fresh_size(live, self.best)
+    }
+}
+
+/// What a fresh copy of `live` rows would take: [`EMPTY_STORE_BYTES`], plus, per row, what each
+/// row took in a copy of `rows` rows that came out at `size` bytes. Without such a copy (before
+/// any rebuild) the per-row figure is unknown and only an empty store is estimated (the growth
+/// rule covers the rest).
+fn fresh_size(live: u64, (size, rows): (u64, u64)) -> Option<u64> {
+    if live == 0 {
+        return Some(EMPTY_STORE_BYTES);
+    }
+    if rows == 0 {
+        return None;
+    }
+    let per_row = size.saturating_sub(EMPTY_STORE_BYTES) as f64 / rows as f64;
+    // f64 is exact to 2^53 bytes; beyond, the estimate is off by less than a part in 10^15.
+    Some(EMPTY_STORE_BYTES.saturating_add((per_row * live as f64) as u64))
 }
 
 /// Whether a database of `size` bytes holding `live` rows is due for a rebuild, given the
@@ -107,21 +149,30 @@ impl Rebuilt {
 /// (`u64::MAX`: never rebuild) and the growth that calls for one.
 ///
 /// Two rules, either suffices:
-/// - *growth*: `size >= min_bytes` and `size >= growth ×` the size after the last rebuild (any
-///   size from `min_bytes` before the first): the steady state, where the window stays and
-///   sled's files grow with what goes through;
-/// - *garbage*: `size >= growth ×` what a fresh copy of the live rows would take
-///   ([`Rebuilt::fresh_size`]) and a rebuild would free at least [`MIN_GARBAGE_BYTES`]: the
-///   live rows shrank (a bucket the lake covered and a reclaim emptied), so most of the files
-///   are garbage although they did not grow. With a steady window the estimate equals the size
-///   after the last rebuild, and the rule fires where the growth rule does.
+/// - *growth*: `size >= min_bytes` and `size >= growth ×` a fresh copy of the live rows (the
+///   smaller of the size after the last rebuild and [`Rebuilt::fresh_as_best`]), but never
+///   before the database grew by [`MIN_REBUILD_STEP`] since the last rebuild (any size from
+///   `min_bytes` before the first): the steady state, where the window stays and sled's files
+///   grow with what goes through. Measuring from the smallest copy keeps one large copy from
+///   lifting the whole next tooth of the sawtooth;
+/// - *garbage*: `size >= growth ×` what a fresh copy of the live rows would take, judged from
+///   the last copy ([`Rebuilt::fresh_as_last`]), and a rebuild would free at least
+///   [`MIN_GARBAGE_BYTES`]: the live rows shrank (a bucket the lake covered and a reclaim
+///   emptied), so most of the files are garbage although they did not grow. With a steady
+///   window the estimate is the size after the last rebuild, so the rule cannot call for a copy
+///   right after one.
 pub(crate) fn due(size: u64, rebuilt: Rebuilt, live: u64, min_bytes: u64, growth: f64) -> bool {
     if min_bytes == u64::MAX {
         return false;
     }
-    // f64 is exact to 2^53 bytes; beyond, the comparison is off by less than a part in 10^15.
-    let grown = size >= min_bytes && size as f64 >= rebuilt.size as f64 * growth;
-    let garbage = rebuilt.fresh_size(live).is_some_and(|fresh| {
+    let base = rebuilt
+        .fresh_as_best(live)
+        .map_or(rebuilt.size, |fresh| fresh.min(rebuilt.size));
+    // f64 is exact to 2^53 bytes; beyond, the comparisons are off by less than a part in 10^15.
+    let grown = size >= min_bytes
+        && size as f64 >= base as f64 * growth
+        && size as f64 >= rebuilt.size as f64 * growth.min(MIN_REBUILD_STEP);
+    let garbage = rebuilt.fresh_as_last(live).is_some_and(|fresh| {
         size as f64 >= fresh as f64 * growth && size >= fresh.saturating_add(MIN_GARBAGE_BYTES)
     });
     grown || garbage
@@ -178,12 +229,12 @@ pub(crate) fn run(bucket: &Bucket) -> Result<Option<u64>> {
     tracing::debug!(path = %bucket.dir.display(), generation = number, rows,
         bytes_before = old.size_on_disk().unwrap_or(0), bytes_after = size,
         took_ms = started.elapsed().as_millis(), "rebuilt the sled database");
-    if let Ok(mut rebuilt) = engine_api::sync::lock(&bucket.rebuilt, "sled rebuild sizes") {
-        *rebuilt = Rebuilt { size, rows };
+    if let Ok(mut rebuilt) = tidemark_engine_api::sync::lock(&bucket.rebuilt, "sled rebuild sizes") {
+        *rebuilt = rebuilt.after(size, rows);
     }
     bucket.rebuilds.fetch_add(1, Ordering::AcqRel);
     bucket.unreported_rewrite.fetch_add(size, Ordering::AcqRel);
-    engine_api::sync::lock(&bucket.retired, "sled retired generations")?.push(old);
+    tidemark_engine_api::sync::lock(&bucket.retired, "sled retired generations")?.push(old);
     drop(new);
     remove_retired(bucket)?;
     Ok(Some(size))
@@ -194,7 +245,7 @@ struct Listening<'a>(&'a Bucket);
 
 impl<'a> Listening<'a> {
     fn start(bucket: &'a Bucket) -> Result<Self> {
-        *engine_api::sync::lock(&bucket.removals, "sled removals")? = Some(Removals::default());
+        *tidemark_engine_api::sync::lock(&bucket.removals, "sled removals")? = Some(Removals::default());
         Ok(Listening(bucket))
     }
 }
@@ -246,7 +297,7 @@ fn build(
     // while writers go on: what is left for the held-off round is its own rows.
     new.db.flush().map_err(sled_error)?;
     generation::sync_tree(dir)?;
-    let _switch = engine_api::sync::write(&bucket.switch, "sled generation switch")?;
+    let _switch = tidemark_engine_api::sync::write(&bucket.switch, "sled generation switch")?;
     // A store that failed meanwhile promises nothing durable: it must be reopened, not rebuilt.
     if bucket.is_failed() {
         return Err(store_failed(&bucket.dir, None));
@@ -266,14 +317,14 @@ fn build(
         return Err(store_failed(&bucket.dir, Some(sled::Error::Io(e.source))));
     }
     let new = Arc::new(new);
-    *engine_api::sync::lock(&bucket.current, "sled generation")? = Arc::clone(&new);
+    *tidemark_engine_api::sync::lock(&bucket.current, "sled generation")? = Arc::clone(&new);
     bucket.context.register(&new.db);
     Ok((new, rows))
 }
 
 /// Drops every retired generation nothing reads any more and removes its files.
 pub(crate) fn remove_retired(bucket: &Bucket) -> Result<()> {
-    let mut retired = engine_api::sync::lock(&bucket.retired, "sled retired generations")?;
+    let mut retired = tidemark_engine_api::sync::lock(&bucket.retired, "sled retired generations")?;
     for old in std::mem::take(&mut *retired) {
         match Arc::try_unwrap(old) {
             Ok(old) => {
@@ -400,7 +451,7 @@ impl<'a> Copy<'a> {
                 // key overwritten many times during the copy is met once per write, and its
                 // older rows are stale (the next sweep would drop them). A value whose tag
                 // cannot be read is copied with every row that names it.
-                match engine_api::codec::peek_tag(&stored) {
+                match tidemark_engine_api::codec::peek_tag(&stored) {
                     Some(tag) if tag != offset => {}
                     _ => {
                         new.by_offset.insert(row, &[][..]).map_err(sled_error)?;
@@ -425,7 +476,7 @@ impl<'a> Copy<'a> {
     /// chunk held off. Only the rebuild writes the copy, so a read and a removal cannot race.
     fn remove_swept(&mut self) -> Result<()> {
         let removed = {
-            let mut removals = engine_api::sync::lock(&self.bucket.removals, "sled removals")?;
+            let mut removals = tidemark_engine_api::sync::lock(&self.bucket.removals, "sled removals")?;
             std::mem::take(removals.as_mut().ok_or_else(|| {
                 Error::backend(
                     crate::error::BACKEND,
@@ -433,7 +484,7 @@ impl<'a> Copy<'a> {
                 )
             })?)
         };
-        let tag = engine_api::codec::peek_tag;
+        let tag = tidemark_engine_api::codec::peek_tag;
         for (key, swept) in removed.data {
             let Some(held) = self.new.data.get(&key).map_err(sled_error)? else {
                 continue;
@@ -510,7 +561,11 @@ fn applied_end(meta: &sled::Tree) -> Result<u64> {
 mod tests {
     use super::*;
 
-    const NONE: Rebuilt = Rebuilt { size: 0, rows: 0 };
+    const NONE: Rebuilt = Rebuilt {
+        size: 0,
+        rows: 0,
+        best: (0, 0),
+    };
 
     #[test]
     fn a_rebuild_is_due_from_the_minimum_size_and_then_at_each_doubling() {
@@ -518,10 +573,7 @@ mod tests {
         let live = 1_000_000;
         assert!(!due(min - 1, NONE, live, min, growth));
         assert!(due(min, NONE, live, min, growth));
-        let rebuilt = Rebuilt {
-            size: 3 * min,
-            rows: live,
-        };
+        let rebuilt = NONE.after(3 * min, live);
         assert!(!due(2 * rebuilt.size - 1, rebuilt, live, min, growth));
         assert!(due(2 * rebuilt.size, rebuilt, live, min, growth));
         assert!(
@@ -537,10 +589,7 @@ mod tests {
     #[test]
     fn the_garbage_trigger_fires_when_the_live_rows_shrank_not_on_a_steady_window() {
         let (min, growth) = (MIN_REBUILD_BYTES, REBUILD_GROWTH);
-        let rebuilt = Rebuilt {
-            size: 40 << 20,
-            rows: 100_000,
-        };
+        let rebuilt = NONE.after(40 << 20, 100_000);
         // A steady window: the estimate is the size after the last rebuild, so it fires where
         // the growth rule does, not before.
         assert!(!due(
@@ -561,5 +610,29 @@ mod tests {
         assert!(!due(2 * EMPTY_STORE_BYTES - 1, NONE, 0, min, growth));
         // Before any rebuild with rows left, only the growth rule can tell.
         assert!(!due(min - 1, NONE, 1, min, growth));
+    }
+
+    #[test]
+    fn the_growth_rule_measures_from_the_smallest_copy_but_never_calls_for_one_straight_away() {
+        let (min, growth) = (MIN_REBUILD_BYTES, REBUILD_GROWTH);
+        let rows = 14_000;
+        let small = 8 << 20;
+        // The same rows came out twice as large in the next copy.
+        let rebuilt = NONE.after(small, rows).after(2 * small, rows);
+        assert_eq!(rebuilt.best, (small, rows));
+        // Measured from the smallest copy (2 × 8 MiB), but not before the database grew by the
+        // minimum step since the large copy: not at 16 MiB, at 20 MiB.
+        assert!(!due(2 * small, rebuilt, rows, min, growth));
+        assert!(!due(2 * small + (4 << 20) - 1, rebuilt, rows, min, growth));
+        assert!(due(2 * small + (4 << 20), rebuilt, rows, min, growth));
+        // A smaller copy after a larger one becomes the base, and so does its own size.
+        let rebuilt = rebuilt.after(small / 2, rows);
+        assert_eq!(rebuilt.best, (small / 2, rows));
+        // (The estimate per row rounds down by up to a byte per thousand rows.)
+        assert!(!due(small - 64, rebuilt, rows, min, growth));
+        assert!(due(small, rebuilt, rows, min, growth));
+        // A copy too small to measure a row (a drained store) leaves the per-row figure alone.
+        let drained = rebuilt.after(EMPTY_STORE_BYTES, 10);
+        assert_eq!(drained.best, (small / 2, rows));
     }
 }
