@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use disk::{DiskBackend, DiskEngine};
-use engine_api::{EngineOptions, Result};
+use tidemark_disk::{DiskBackend, DiskEngine};
+use tidemark_engine_api::{EngineOptions, Result};
 
 use crate::context::FjallContext;
 use crate::engine::FjallEngine;
@@ -36,8 +36,8 @@ impl DiskBackend for Fjall {
 pub const FJALL_WINDOW_MULTIPLE: f64 = 1.4;
 
 #[cfg(feature = "testing")]
-impl disk::testing::TestedBackend for Fjall {
-    const DECLARED: disk::testing::Declared = disk::testing::Declared {
+impl tidemark_disk::testing::TestedBackend for Fjall {
+    const DECLARED: tidemark_disk::testing::Declared = tidemark_disk::testing::Declared {
         exact_live_entries: false,
         // The filter is armed only inside `reclaim` (see the storage module).
         background_reclaim: false,
@@ -53,7 +53,7 @@ impl disk::testing::TestedBackend for Fjall {
     /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table
     /// file.
     fn growing_context(buckets: usize) -> Result<FjallContext> {
-        use disk::BackendContext;
+        use tidemark_disk::BackendContext;
         FjallContext::new(crate::context::FjallContextOptions {
             max_buckets: buckets,
             memtable_bytes: 64 << 10,

@@ -20,7 +20,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use disk::compaction_policy::{
+use tidemark_disk::compaction_policy::{
     FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
 };
 use fjall::compaction::filter::{
@@ -123,7 +123,7 @@ impl CompactionFilter for TagThresholdFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine_api::codec::{encode_tombstone, encode_value};
+    use tidemark_engine_api::codec::{encode_tombstone, encode_value};
 
     #[test]
     fn panics_are_caught_and_counted() {

@@ -12,9 +12,9 @@
 
 use std::sync::Mutex;
 
-use disk::BackendContext;
-use disk::budget::{BucketBudget, BucketLease, ResourceBounds};
-use engine_api::Result;
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds};
+use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
 
@@ -51,7 +51,7 @@ pub struct FjallContextOptions {
     /// Table files each shared database keeps open at most (default 256, at least 10).
     pub max_cached_files: usize,
     /// The most buckets open from the context at once (default 1,024); an open beyond it is
-    /// [`engine_api::Error::ResourceLimit`].
+    /// [`tidemark_engine_api::Error::ResourceLimit`].
     pub max_buckets: usize,
 }
 
@@ -110,7 +110,7 @@ impl BackendContext for FjallContext {
     /// use; `OpenEngine::open` opens engines from it.
     fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<FjallContext>> = Mutex::new(None);
-        disk::sync::get_or_try_init(&GLOBAL, "global fjall context", || {
+        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global fjall context", || {
             FjallContext::new(FjallContextOptions::default())
         })
     }

@@ -26,8 +26,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use engine_api::sync::lock;
-use engine_api::{Error, Result};
+use tidemark_engine_api::sync::lock;
+use tidemark_engine_api::{Error, Result};
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
 };
@@ -362,10 +362,10 @@ impl CompactionFilter for KeepingMarker {
 }
 
 /// Length of the key of a bucket's flush marker in its `data` keyspace: the longest key fjall
-/// stores, one byte above [`engine_api::MAX_KEY_LEN`], so no user key is ever it.
+/// stores, one byte above [`tidemark_engine_api::MAX_KEY_LEN`], so no user key is ever it.
 pub const FLUSH_MARKER_LEN: usize = u16::MAX as usize;
 
-const _: () = assert!(FLUSH_MARKER_LEN > engine_api::MAX_KEY_LEN);
+const _: () = assert!(FLUSH_MARKER_LEN > tidemark_engine_api::MAX_KEY_LEN);
 
 /// The key of the flush marker.
 pub(crate) fn flush_marker_key() -> Vec<u8> {

@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use disk::compaction_policy::FilterCounterSnapshot;
-use disk::{BackendContext, DiskEngine, StorageInit};
-use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
+use tidemark_disk::compaction_policy::FilterCounterSnapshot;
+use tidemark_disk::{BackendContext, DiskEngine, StorageInit};
+use tidemark_engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 
 use crate::context::FjallContext;
 use crate::storage::FjallStorage;
@@ -23,15 +23,15 @@ use crate::storage::FjallStorage;
 /// replaced by `min(threshold, W)` for the duration of the call.
 ///
 /// ```no_run
-/// use backend_fjall::{BackendContext, FjallContext, FjallContextOptions, FjallEngine};
-/// use engine_api::{Engine, EngineOptions};
+/// use tidemark_backend_fjall::{BackendContext, FjallContext, FjallContextOptions, FjallEngine};
+/// use tidemark_engine_api::{Engine, EngineOptions};
 ///
 /// let ctx = FjallContext::new(FjallContextOptions::default())?;
 /// let engine = FjallEngine::open_in(&ctx, "/tmp/buckets/1".as_ref(), EngineOptions::default())?;
 /// engine.put(b"k", b"v", 0)?;
 /// engine.advance_watermark(1)?;
 /// assert_eq!(engine.reclaim()?.values_removed, 1);
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct FjallEngine {
@@ -46,7 +46,7 @@ impl FjallEngine {
 
     /// Opens the bucket at `path` with the settings of `context` (creating it when missing,
     /// unless `options.open_mode` says otherwise), taking a place in the context's bucket
-    /// budget ([`engine_api::Error::ResourceLimit`] beyond it, creating nothing). Its data lives
+    /// budget ([`tidemark_engine_api::Error::ResourceLimit`] beyond it, creating nothing). Its data lives
     /// in the fjall database shared by the buckets of `path`'s parent directory.
     pub fn open_in(context: &FjallContext, path: &Path, options: EngineOptions) -> Result<Self> {
         // Reserved against the shared database's directory, where the descriptors are.
@@ -101,6 +101,6 @@ impl OpenEngine for FjallEngine {
     }
 }
 
-impl engine_api::Engine for FjallEngine {
+impl tidemark_engine_api::Engine for FjallEngine {
     forward_engine!(inner);
 }

@@ -4,7 +4,7 @@
 //! database, a pure-Rust LSM tree, and reclaims covered entries with the **tag-threshold
 //! compaction filter** ([`TagThresholdFilterFactory`]): an entry is removed when
 //! `tag + distance <= supplier()`, the supplier read once per compaction, through the disk
-//! toolkit's shared decision ([`disk::compaction_policy::ThresholdPolicy`], the one RocksDB's
+//! toolkit's shared decision ([`tidemark_disk::compaction_policy::ThresholdPolicy`], the one RocksDB's
 //! filter applies). `reclaim()` flushes and major-compacts the bucket's `data` keyspace, so
 //! everything covered when it starts is physically gone when it returns.
 //!
@@ -13,7 +13,7 @@
 //! many buckets a process opens. Each bucket directory holds its marker, its high-water record
 //! and the name of its keyspaces.
 //!
-//! The engine is the shared [`DiskEngine`](disk::DiskEngine) skeleton over the fjall storage,
+//! The engine is the shared [`DiskEngine`](tidemark_disk::DiskEngine) skeleton over the fjall storage,
 //! which supplies only fjall's primitives.
 
 mod backend;
@@ -36,10 +36,10 @@ pub use database::{
     MIN_JOURNAL_BUDGET, SHARED_DIR, tuned_builder,
 };
 /// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
-pub use disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
+pub use tidemark_disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend};
 pub use engine::FjallEngine;
 pub use error::BACKEND;
 /// The fjall crate this backend is built on (for baselines tuned like its buckets).

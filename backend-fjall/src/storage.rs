@@ -1,5 +1,5 @@
 //! [`FjallStorage`]: the storage primitives of the fjall backend under the shared
-//! [`DiskEngine`](disk::DiskEngine).
+//! [`DiskEngine`](tidemark_disk::DiskEngine).
 //!
 //! A bucket is two keyspaces of the database its directory's parent shares
 //! ([`crate::database`]): `<name>.data` maps each key to its tagged value (values and
@@ -24,18 +24,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use disk::budget::BucketLease;
-use disk::compaction_policy::{FilterCounters, ThresholdSupplier};
-use disk::layout::{FileStart, write_file_atomically};
-use disk::meta::encode_u64;
-use disk::watermark_threshold::{WatermarkThreshold, watermark_supplier};
-use disk::{
+use tidemark_disk::budget::BucketLease;
+use tidemark_disk::compaction_policy::{FilterCounters, ThresholdSupplier};
+use tidemark_disk::layout::{FileStart, write_file_atomically};
+use tidemark_disk::meta::encode_u64;
+use tidemark_disk::watermark_threshold::{WatermarkThreshold, watermark_supplier};
+use tidemark_disk::{
     BackendContext, LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit,
 };
-use engine_api::batch::Record;
-use engine_api::covered::MetaRow;
-use engine_api::verify::Verifier;
-use engine_api::{Error, Result};
+use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::covered::MetaRow;
+use tidemark_engine_api::verify::Verifier;
+use tidemark_engine_api::{Error, Result};
 use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 
@@ -361,7 +361,7 @@ impl FjallStorage {
 impl Storage for FjallStorage {
     const BACKEND: &'static str = BACKEND;
     /// A major compaction of the bucket rewrites its live data.
-    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Rewrite;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Rewrite;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.meta
@@ -518,7 +518,7 @@ impl Storage for FjallStorage {
 }
 
 #[cfg(feature = "testing")]
-impl disk::testing::StorageHooks for FjallStorage {
+impl tidemark_disk::testing::StorageHooks for FjallStorage {
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let mut batch = self.batch()?.durability(Some(PersistMode::SyncAll));
         batch.insert(&self.data, key, stored);

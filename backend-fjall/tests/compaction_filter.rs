@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use backend_fjall::{FilterCounters, TagThresholdFilterFactory, ThresholdSupplier};
-use engine_api::codec::{encode_tombstone, encode_value};
+use tidemark_backend_fjall::{FilterCounters, TagThresholdFilterFactory, ThresholdSupplier};
+use tidemark_engine_api::codec::{encode_tombstone, encode_value};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
 const DATA: &str = "data";

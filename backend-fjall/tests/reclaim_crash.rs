@@ -7,10 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use backend_fjall::{BackendContext, FjallContext, FjallEngine};
+use tidemark_backend_fjall::{BackendContext, FjallContext, FjallEngine};
 use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
-use engine_api::batch::WriteBatch;
-use engine_api::{Engine, EngineOptions, LocalLookup};
+use tidemark_engine_api::batch::WriteBatch;
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup};
 
 fn open(ctx: &FjallContext, path: &Path) -> FjallEngine {
     FjallEngine::open_in(ctx, path, EngineOptions::default()).unwrap()

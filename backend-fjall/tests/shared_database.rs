@@ -6,14 +6,14 @@ mod common;
 
 use std::path::Path;
 
-use backend_fjall::{
+use tidemark_backend_fjall::{
     BackendContext, FjallContext, FjallEngine, KEYSPACE_RECORD, MAX_BUCKETS_PER_DATABASE,
     SHARED_DIR,
 };
 use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
-use engine_api::{Engine, EngineOptions, Error, LocalLookup};
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup};
 
-fn open(ctx: &FjallContext, path: &Path) -> engine_api::Result<FjallEngine> {
+fn open(ctx: &FjallContext, path: &Path) -> tidemark_engine_api::Result<FjallEngine> {
     FjallEngine::open_in(ctx, path, EngineOptions::default())
 }
 
@@ -223,7 +223,7 @@ fn many_buckets_reopen_after_a_crash_left_every_journal_unflushed() {
     let root = tmp.path().to_path_buf();
     std::thread::spawn(move || {
         let ctx = FjallContext::for_buckets(4).unwrap();
-        let read = |i: usize| -> engine_api::Result<Option<Vec<u8>>> {
+        let read = |i: usize| -> tidemark_engine_api::Result<Option<Vec<u8>>> {
             let e = open(&ctx, &root.join(format!("b{i}")))?;
             Ok(value(&e, b"k"))
         };

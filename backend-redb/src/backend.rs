@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use disk::{DiskBackend, DiskEngine};
-use engine_api::{EngineOptions, Result};
+use tidemark_disk::{DiskBackend, DiskEngine};
+use tidemark_engine_api::{EngineOptions, Result};
 
 use crate::context::RedbContext;
 use crate::engine::RedbEngine;
@@ -41,8 +41,8 @@ impl DiskBackend for Redb {
 pub const REDB_WINDOW_MULTIPLE: f64 = 9.5;
 
 #[cfg(feature = "testing")]
-impl disk::testing::TestedBackend for Redb {
-    const DECLARED: disk::testing::Declared = disk::testing::Declared {
+impl tidemark_disk::testing::TestedBackend for Redb {
+    const DECLARED: tidemark_disk::testing::Declared = tidemark_disk::testing::Declared {
         exact_live_entries: true,
         background_reclaim: false,
         offset_index: true,

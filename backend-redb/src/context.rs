@@ -8,9 +8,9 @@
 
 use std::sync::Mutex;
 
-use disk::BackendContext;
-use disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
-use engine_api::Result;
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
+use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
 
@@ -21,7 +21,7 @@ pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
 /// File descriptors one open redb bucket holds: its database file. It is also the bucket's
 /// ceiling, which admission reserves: the second descriptor through which the storage syncs the
 /// file early (`prepare_durable`) is opened and closed within the call, which the process-wide
-/// reserve covers ([`disk::budget::FD_RESERVE`]).
+/// reserve covers ([`tidemark_disk::budget::FD_RESERVE`]).
 pub const FDS_PER_BUCKET: u64 = 1;
 
 /// Resident memory one open, small redb bucket holds besides its cache share (redb's allocator
@@ -36,19 +36,19 @@ pub type RedbContextOptions = CacheBudget;
 /// Shared redb resources; cheap to clone. Open engines keep their share until dropped.
 ///
 /// ```
-/// use backend_redb::{BackendContext, RedbContext, RedbContextOptions, RedbEngine};
-/// use engine_api::EngineOptions;
+/// use tidemark_backend_redb::{BackendContext, RedbContext, RedbContextOptions, RedbEngine};
+/// use tidemark_engine_api::EngineOptions;
 ///
 /// let context = RedbContext::new(RedbContextOptions { max_buckets: 1, ..Default::default() })?;
 /// let dir = tempfile::tempdir()?;
 /// let a = RedbEngine::open_in(&context, &dir.path().join("a"), EngineOptions::default())?;
 /// let refused = RedbEngine::open_in(&context, &dir.path().join("b"), EngineOptions::default());
-/// assert!(matches!(refused, Err(engine_api::Error::ResourceLimit { .. })));
+/// assert!(matches!(refused, Err(tidemark_engine_api::Error::ResourceLimit { .. })));
 /// assert!(!dir.path().join("b").exists(), "a refused open creates nothing");
 /// drop(a);
 /// let b = RedbEngine::open_in(&context, &dir.path().join("b"), EngineOptions::default())?;
 /// # drop(b);
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedbContext {
@@ -72,7 +72,7 @@ impl RedbContext {
 impl BackendContext for RedbContext {
     type Options = RedbContextOptions;
 
-    /// Creates the budget. Errors: [`engine_api::Error::InvalidInput`] when the cache share per
+    /// Creates the budget. Errors: [`tidemark_engine_api::Error::InvalidInput`] when the cache share per
     /// bucket would be below [`MIN_CACHE_BYTES_PER_BUCKET`] or `max_buckets` is 0.
     fn new(settings: RedbContextOptions) -> Result<Self> {
         let cache_share = settings.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
@@ -84,10 +84,10 @@ impl BackendContext for RedbContext {
     }
 
     /// The process-wide default context ([`RedbContextOptions::default`]), created on first use;
-    /// [`engine_api::OpenEngine::open`] opens engines from it.
+    /// [`tidemark_engine_api::OpenEngine::open`] opens engines from it.
     fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RedbContext>> = Mutex::new(None);
-        disk::sync::get_or_try_init(&GLOBAL, "global redb context", || {
+        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global redb context", || {
             RedbContext::new(RedbContextOptions::default())
         })
     }

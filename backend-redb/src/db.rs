@@ -3,9 +3,9 @@
 use std::fmt;
 use std::path::Path;
 
-use disk::StorageInit;
-use disk::layout::FileStart;
-use engine_api::{Error, Result};
+use tidemark_disk::StorageInit;
+use tidemark_disk::layout::FileStart;
+use tidemark_engine_api::{Error, Result};
 use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
 use crate::error::{BACKEND, RedbResultExt};
@@ -31,7 +31,7 @@ impl fmt::Debug for RedbDb {
 impl RedbDb {
     /// Opens `file` in the bucket directory `init.dir`, as its open mode says: checked first
     /// ([`StorageInit::require_engine_file`]), then created when the mode creates and missing;
-    /// [`OpenMode::ReadOnly`](engine_api::OpenMode::ReadOnly) opens it read-only; its page cache
+    /// [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly) opens it read-only; its page cache
     /// holds up to `cache_bytes`.
     pub(crate) fn open(init: &StorageInit<'_>, file: &Path, cache_bytes: usize) -> Result<Self> {
         let mode = init.options.open_mode;

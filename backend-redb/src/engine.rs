@@ -1,10 +1,10 @@
 //! [`RedbEngine`]: the shared disk-engine skeleton over one redb database file per bucket.
 
-use disk::BackendContext;
+use tidemark_disk::BackendContext;
 use std::path::{Path, PathBuf};
 
-use disk::{DiskEngine, StorageInit};
-use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
+use tidemark_disk::{DiskEngine, StorageInit};
+use tidemark_engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 
 use crate::context::RedbContext;
 use crate::db::RedbDb;
@@ -76,7 +76,7 @@ impl RedbEngine {
     /// Opens (by default creating) the bucket at `path`, taking its share of `context`: a page
     /// cache of [`RedbContext::cache_bytes_per_bucket`] and a place in its bucket budget (an open
     /// beyond it, or beyond the process's descriptor limit, is
-    /// [`engine_api::Error::ResourceLimit`] and creates nothing). The share is given back when
+    /// [`tidemark_engine_api::Error::ResourceLimit`] and creates nothing). The share is given back when
     /// the engine is dropped.
     pub fn open_in(context: &RedbContext, path: &Path, options: EngineOptions) -> Result<Self> {
         let lease = context.admit(path)?;
@@ -97,13 +97,13 @@ impl OpenEngine for RedbEngine {
     }
 }
 
-impl engine_api::Engine for RedbEngine {
+impl tidemark_engine_api::Engine for RedbEngine {
     forward_engine!(inner);
 }
 
 #[cfg(test)]
 mod tests {
-    use engine_api::Engine;
+    use tidemark_engine_api::Engine;
 
     use super::*;
 
@@ -122,7 +122,7 @@ mod tests {
         let mut offset = 0u64;
         let mut pending = Vec::new();
         while offset < 3 * DURABLE_EVERY_RECORDS {
-            let mut writes = engine_api::WriteBatch::new();
+            let mut writes = tidemark_engine_api::WriteBatch::new();
             for _ in 0..batch {
                 writes.put(offset.to_be_bytes().to_vec(), b"value".to_vec(), offset);
                 offset += 1;
@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(engine.applied_end(), 1);
         assert_eq!(
             engine.lookup(b"k").unwrap(),
-            engine_api::LocalLookup::Value {
+            tidemark_engine_api::LocalLookup::Value {
                 offset: 0,
                 bytes: b"v".to_vec()
             }

@@ -1,6 +1,6 @@
-//! Mapping redb's many error types onto [`engine_api::Error`].
+//! Mapping redb's many error types onto [`tidemark_engine_api::Error`].
 
-use engine_api::Error;
+use tidemark_engine_api::Error;
 
 /// The backend name used in errors, the directory marker and `Engine::backend_name`.
 pub(crate) const BACKEND: &str = "redb";
@@ -13,11 +13,11 @@ pub(crate) fn redb_error(e: impl Into<redb::Error>) -> Error {
 /// `?`-friendly conversion: `txn.commit().redb()?`.
 pub(crate) trait RedbResultExt<T> {
     /// Maps the error side through [`redb_error`].
-    fn redb(self) -> engine_api::Result<T>;
+    fn redb(self) -> tidemark_engine_api::Result<T>;
 }
 
 impl<T, E: Into<redb::Error>> RedbResultExt<T> for Result<T, E> {
-    fn redb(self) -> engine_api::Result<T> {
+    fn redb(self) -> tidemark_engine_api::Result<T> {
         self.map_err(redb_error)
     }
 }

@@ -2,11 +2,11 @@
 //!
 //! [`RedbEngine`] keeps a bucket in one redb database file with three tables:
 //!
-//! * `data`: key → tagged value (the `engine_api::codec` format, byte for byte);
+//! * `data`: key → tagged value (the `tidemark_engine_api::codec` format, byte for byte);
 //! * `by_offset`: `offset BE ‖ key` → `()`, written in the same transaction as the data row;
 //! * `meta`: watermark, applied end and format version.
 //!
-//! Reclamation is the shared range-scan sweeper of `disk::sweeper`; this crate only
+//! Reclamation is the shared range-scan sweeper of `tidemark_disk::sweeper`; this crate only
 //! supplies the chunk transaction. See the crate README for the trade-offs.
 
 mod backend;
@@ -26,5 +26,5 @@ pub use context::{
 };
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend};
 pub use engine::{DB_FILE, RedbDiskStats, RedbEngine};

@@ -4,14 +4,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, TryLockError};
 
-use disk::budget::BucketLease;
-use disk::contain::{catch_panic, contained};
-use disk::sweeper::{self, ChunkSizer, index_key};
-use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::batch::Record;
-use engine_api::covered::MetaRow;
-use engine_api::verify::Verifier;
-use engine_api::{EngineOptions, Result, sync};
+use tidemark_disk::budget::BucketLease;
+use tidemark_disk::contain::{catch_panic, contained};
+use tidemark_disk::sweeper::{self, ChunkSizer, index_key};
+use tidemark_disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
+use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::covered::MetaRow;
+use tidemark_engine_api::verify::Verifier;
+use tidemark_engine_api::{EngineOptions, Result, sync};
 use redb::{Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use crate::db::RedbDb;
@@ -325,7 +325,7 @@ impl RedbStorage {
 
 fn put_meta(txn: &WriteTransaction, key: MetaKey, value: u64) -> Result<()> {
     let mut meta = txn.open_table(META).redb()?;
-    meta.insert(key.name(), disk::meta::encode_u64(value).as_slice())
+    meta.insert(key.name(), tidemark_disk::meta::encode_u64(value).as_slice())
         .redb()?;
     Ok(())
 }
@@ -356,7 +356,7 @@ fn durability(sync: bool) -> Durability {
 impl Storage for RedbStorage {
     const BACKEND: &'static str = BACKEND;
     /// A sweep visits only the covered index rows.
-    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Proportional;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Proportional;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         let db = self.db()?;
@@ -460,7 +460,7 @@ impl Storage for RedbStorage {
             Ok(db) => db,
             Err(TryLockError::WouldBlock) => return Ok(None),
             Err(TryLockError::Poisoned(_)) => {
-                return Err(engine_api::Error::Poisoned {
+                return Err(tidemark_engine_api::Error::Poisoned {
                     what: "redb database",
                 });
             }
@@ -582,11 +582,11 @@ impl Storage for RedbStorage {
 }
 
 #[cfg(feature = "testing")]
-impl disk::testing::StorageHooks for RedbStorage {
+impl tidemark_disk::testing::StorageHooks for RedbStorage {
     /// Stores the bytes verbatim and indexes them like any write: at their tag when they
     /// decode, at offset 0 (below every non-zero threshold) when they do not.
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        let tag = engine_api::codec::checked_tag(key, stored).unwrap_or(0);
+        let tag = tidemark_engine_api::codec::checked_tag(key, stored).unwrap_or(0);
         let db = self.db()?;
         let txn = db
             .writable(&self.file, "insert_raw")?

@@ -1,12 +1,12 @@
 //! redb's implementation of the shared sweeper chunk: one write transaction per bounded chunk.
 //!
-//! The loop itself (`disk::sweeper::sweep`) is shared with sled; this module only knows how
+//! The loop itself (`tidemark_disk::sweeper::sweep`) is shared with sled; this module only knows how
 //! to run one chunk inside a redb write transaction.
 
 use std::ops::Bound;
 
-use disk::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
-use engine_api::Result;
+use tidemark_disk::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
+use tidemark_engine_api::Result;
 use redb::{AccessGuard, Durability, ReadableTable};
 
 use crate::error::RedbResultExt;

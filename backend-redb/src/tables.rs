@@ -6,12 +6,12 @@
 
 use redb::TableDefinition;
 
-/// key → tagged value, exactly the bytes of the `engine_api::codec` format.
+/// key → tagged value, exactly the bytes of the `tidemark_engine_api::codec` format.
 pub(crate) const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("data");
 
 /// `offset BE ‖ key` → nothing: the sweeper's offset-ordered index.
 pub(crate) const BY_OFFSET: TableDefinition<&[u8], ()> = TableDefinition::new("by_offset");
 
 /// Named `u64` metadata (watermark, applied end, format version), keyed by
-/// [`MetaKey::name`](disk::MetaKey::name) and encoded by `disk::meta`.
+/// [`MetaKey::name`](tidemark_disk::MetaKey::name) and encoded by `tidemark_disk::meta`.
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use backend_redb::RedbEngine;
-use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, OpenMode, WriteBatch};
+use tidemark_backend_redb::RedbEngine;
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, OpenMode, WriteBatch};
 
 /// Values large enough that a few thousand entries make a file of several MiB.
 const VALUE: usize = 512;

@@ -5,12 +5,12 @@
 // Test code may unwrap.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use backend_redb::Redb;
-use disk::DiskBackend;
+use tidemark_backend_redb::Redb;
+use tidemark_disk::DiskBackend;
 use std::path::Path;
 
-use backend_redb::{DB_FILE, RedbEngine};
-use engine_api::{Engine, EngineOptions, Error, OpenEngine};
+use tidemark_backend_redb::{DB_FILE, RedbEngine};
+use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine};
 
 fn open(dir: &Path) -> RedbEngine {
     RedbEngine::open(dir, EngineOptions::default()).unwrap()

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use backend_redb::RedbEngine;
-use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
+use tidemark_backend_redb::RedbEngine;
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
 
 #[test]
 fn apply_and_lookup_run_during_reclaim() {
@@ -48,7 +48,7 @@ fn apply_and_lookup_run_during_reclaim() {
     };
     for b in 0..BATCHES {
         let batch: WriteBatch = (b * PER_BATCH..(b + 1) * PER_BATCH)
-            .map(|o| engine_api::Record::put(format!("k{}", o % KEYS), o.to_be_bytes(), o))
+            .map(|o| tidemark_engine_api::Record::put(format!("k{}", o % KEYS), o.to_be_bytes(), o))
             .collect();
         engine.apply(&batch).unwrap();
     }

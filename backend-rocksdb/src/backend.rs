@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use disk::{DiskBackend, DiskEngine};
-use engine_api::{EngineOptions, Result};
+use tidemark_disk::{DiskBackend, DiskEngine};
+use tidemark_engine_api::{EngineOptions, Result};
 
 use crate::context::RocksDbContext;
 use crate::engine::RocksDbEngine;
@@ -47,8 +47,8 @@ impl DiskBackend for RocksDb {
 pub const ROCKSDB_WINDOW_MULTIPLE: f64 = 1.4;
 
 #[cfg(feature = "testing")]
-impl disk::testing::TestedBackend for RocksDb {
-    const DECLARED: disk::testing::Declared = disk::testing::Declared {
+impl tidemark_disk::testing::TestedBackend for RocksDb {
+    const DECLARED: tidemark_disk::testing::Declared = tidemark_disk::testing::Declared {
         exact_live_entries: false,
         background_reclaim: true,
         offset_index: false,
@@ -61,7 +61,7 @@ impl disk::testing::TestedBackend for RocksDb {
     /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table
     /// file.
     fn growing_context(buckets: usize) -> Result<RocksDbContext> {
-        use disk::BackendContext;
+        use tidemark_disk::BackendContext;
         RocksDbContext::new(crate::context::RocksDbContextOptions {
             max_buckets: buckets,
             write_buffer_bytes: 64 << 10,

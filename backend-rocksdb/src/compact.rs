@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use engine_api::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions, DB, LiveFile, properties};
 
 use crate::engine::BACKEND;

@@ -17,7 +17,7 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use disk::compaction_policy::{
+use tidemark_disk::compaction_policy::{
     FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
 };
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
@@ -105,7 +105,7 @@ impl CompactionFilter for TagThresholdFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine_api::codec::encode_value;
+    use tidemark_engine_api::codec::encode_value;
 
     #[test]
     fn panics_are_caught_and_counted() {

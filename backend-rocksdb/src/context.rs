@@ -15,9 +15,9 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use disk::BackendContext;
-use disk::budget::{BucketBudget, BucketLease, ResourceBounds};
-use engine_api::Result;
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds};
+use tidemark_engine_api::Result;
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
@@ -92,7 +92,7 @@ pub struct RocksDbContextOptions {
     /// filter over every file at least this often.
     pub periodic_compaction_secs: u64,
     /// The most buckets open from the context at once (default 1,024); an open beyond it, or
-    /// beyond the process's file-descriptor limit, is [`engine_api::Error::ResourceLimit`].
+    /// beyond the process's file-descriptor limit, is [`tidemark_engine_api::Error::ResourceLimit`].
     pub max_buckets: usize,
 }
 
@@ -137,7 +137,7 @@ impl RocksDbContextOptions {
     }
 
     /// The most descriptors one open bucket may hold, which admission reserves for it
-    /// ([`disk::budget::BucketBudget`]): [`FIXED_FDS_PER_BUCKET`], its table readers,
+    /// ([`tidemark_disk::budget::BucketBudget`]): [`FIXED_FDS_PER_BUCKET`], its table readers,
     /// [`RETIRED_LOGS_PER_BUCKET`], its table writers and [`ROLLOVER_FDS_PER_BUCKET`] (28 with
     /// the defaults). Opening a bucket stays within it: recovery reads and writes one file at a
     /// time while no job runs and the table cache is at most a quarter full.
@@ -291,7 +291,7 @@ impl BackendContext for RocksDbContext {
     /// `OpenEngine::open` opens engines from it.
     fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
-        disk::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
+        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
             RocksDbContext::new(RocksDbContextOptions::default())
         })
     }

@@ -3,16 +3,16 @@
 //! Layout: the bucket directory holds the Tidemark marker and a `db/` subdirectory with the
 //! RocksDB database (see [`crate::storage`] for its column families).
 
-use disk::BackendContext;
+use tidemark_disk::BackendContext;
 use std::path::Path;
 
-use disk::{DiskEngine, StorageInit};
-use engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
+use tidemark_disk::{DiskEngine, StorageInit};
+use tidemark_engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
 use rocksdb::properties;
 
 use crate::context::RocksDbContext;
 use crate::storage::RocksDbStorage;
-use disk::compaction_policy::FilterCounterSnapshot;
+use tidemark_disk::compaction_policy::FilterCounterSnapshot;
 
 pub(crate) use crate::error::BACKEND;
 
@@ -25,15 +25,15 @@ pub(crate) use crate::error::BACKEND;
 /// with the filter's threshold replaced by `min(threshold, W)` for the duration of the call.
 ///
 /// ```no_run
-/// use backend_rocksdb::{BackendContext, RocksDbContext, RocksDbContextOptions, RocksDbEngine};
-/// use engine_api::{Engine, EngineOptions};
+/// use tidemark_backend_rocksdb::{BackendContext, RocksDbContext, RocksDbContextOptions, RocksDbEngine};
+/// use tidemark_engine_api::{Engine, EngineOptions};
 ///
 /// let ctx = RocksDbContext::new(RocksDbContextOptions::default())?;
 /// let engine = RocksDbEngine::open_in(&ctx, "/tmp/bucket-1".as_ref(), EngineOptions::default())?;
 /// engine.put(b"k", b"v", 0)?;
 /// engine.advance_watermark(1)?;
 /// assert_eq!(engine.reclaim()?.values_removed, 1);
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct RocksDbEngine {
@@ -49,7 +49,7 @@ impl RocksDbEngine {
     /// Opens the bucket at `path` with the shared resources of `context` (creating it when
     /// missing, unless `options.open_mode` says otherwise), taking a place in the context's
     /// bucket budget: an open beyond it, or beyond the process's file-descriptor limit, is
-    /// [`engine_api::Error::ResourceLimit`] and creates nothing. The place is given back when
+    /// [`tidemark_engine_api::Error::ResourceLimit`] and creates nothing. The place is given back when
     /// the engine is dropped.
     pub fn open_in(context: &RocksDbContext, path: &Path, options: EngineOptions) -> Result<Self> {
         let lease = context.admit(path)?;
@@ -87,7 +87,7 @@ impl RocksDbEngine {
     /// level, so everything written so far sits as deep as it goes.
     ///
     /// The compaction filter runs as in any compaction, so entries covered by `W − D` go (that
-    /// is always allowed) without being counted in any [`ReclaimReport`](engine_api::ReclaimReport).
+    /// is always allowed) without being counted in any [`ReclaimReport`](tidemark_engine_api::ReclaimReport).
     /// Tests use it to place older versions of a key below newer ones (the conformance factory's
     /// `settle`). Serialised with reclaims, so its removals never land in a reclaim's counts.
     pub fn compact_to_bottom(&self) -> Result<()> {
@@ -118,6 +118,6 @@ impl OpenEngine for RocksDbEngine {
     }
 }
 
-impl engine_api::Engine for RocksDbEngine {
+impl tidemark_engine_api::Engine for RocksDbEngine {
     forward_engine!(inner);
 }

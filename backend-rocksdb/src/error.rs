@@ -1,6 +1,6 @@
-//! Mapping RocksDB's errors onto [`engine_api::Error`].
+//! Mapping RocksDB's errors onto [`tidemark_engine_api::Error`].
 
-use engine_api::Error;
+use tidemark_engine_api::Error;
 
 /// The backend name used in errors, the directory marker and `Engine::backend_name`.
 pub const BACKEND: &str = "rocksdb";

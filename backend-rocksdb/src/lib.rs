@@ -8,7 +8,7 @@
 //! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
 //! that ignores the retention distance ([`WatermarkThreshold::purge_below`]).
 //!
-//! The engine is the shared [`DiskEngine`](disk::DiskEngine) skeleton over the RocksDB storage,
+//! The engine is the shared [`DiskEngine`](tidemark_disk::DiskEngine) skeleton over the RocksDB storage,
 //! which supplies only RocksDB's primitives.
 //!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
@@ -36,10 +36,10 @@ pub use context::{
 };
 /// The shared tag-threshold decision's counters and supplier type (from the disk toolkit, so
 /// every LSM backend counts and reads its limit the same way).
-pub use disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
+pub use tidemark_disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend};
 pub use engine::RocksDbEngine;
 pub use storage::{DATA_CF, DB_DIR, META_CF};
 pub use suppliers::{

@@ -1,24 +1,24 @@
 //! [`RocksDbStorage`]: the storage primitives of the RocksDB backend under the shared
-//! [`DiskEngine`](disk::DiskEngine).
+//! [`DiskEngine`](tidemark_disk::DiskEngine).
 //!
 //! Column family `data` maps each key to its tagged value (values and tombstones alike, so the
 //! compaction filter sees both; a tombstone is never a RocksDB delete) and carries the watermark
 //! compaction filter. Column family `meta` holds the watermark, the applied end and the format
 //! version under [`MetaKey::bytes`].
 
-use disk::BackendContext;
+use tidemark_disk::BackendContext;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use disk::budget::BucketLease;
-use disk::layout::FileStart;
-use disk::meta::encode_u64;
-use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
-use engine_api::batch::Record;
-use engine_api::covered::MetaRow;
-use engine_api::verify::Verifier;
-use engine_api::{Error, Result};
+use tidemark_disk::budget::BucketLease;
+use tidemark_disk::layout::FileStart;
+use tidemark_disk::meta::encode_u64;
+use tidemark_disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
+use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::covered::MetaRow;
+use tidemark_engine_api::verify::Verifier;
+use tidemark_engine_api::{Error, Result};
 use rocksdb::{
     ColumnFamily, ColumnFamilyDescriptor, DB, DBRecoveryMode, ErrorKind, FlushOptions, ReadOptions,
     ReadTier, WriteOptions, properties,
@@ -28,7 +28,7 @@ use crate::compact;
 use crate::context::RocksDbContext;
 use crate::rocks_err;
 use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
-use disk::compaction_policy::FilterCounters;
+use tidemark_disk::compaction_policy::FilterCounters;
 
 /// Backend name written into the directory marker.
 pub use crate::error::BACKEND;
@@ -65,7 +65,7 @@ impl RocksDbStorage {
     /// Opens the database under `init.dir` with the shared resources of `context`; the filter
     /// reads `init.watermark`. It is created when missing if `init.options.open_mode` creates;
     /// otherwise it must exist ([`Error::NoStore`] when it does not), and
-    /// [`OpenMode::ReadOnly`](engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
+    /// [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
     /// open, which writes nothing (not even its info log).
     pub fn open(
         context: &RocksDbContext,
@@ -277,7 +277,7 @@ impl RocksDbStorage {
 impl Storage for RocksDbStorage {
     const BACKEND: &'static str = BACKEND;
     /// A compaction of the bucket rewrites its live data.
-    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Rewrite;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Rewrite;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.db
@@ -430,7 +430,7 @@ impl Storage for RocksDbStorage {
 }
 
 #[cfg(feature = "testing")]
-impl disk::testing::StorageHooks for RocksDbStorage {
+impl tidemark_disk::testing::StorageHooks for RocksDbStorage {
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);

@@ -2,7 +2,7 @@
 //!
 //! - **Watermark**: tag = WAL offset, supplier = `threshold − 1` with distance 0, where the
 //!   threshold is [`WatermarkThreshold::current`]: normally `W − D`
-//!   ([`engine_api::watermark::reclaim_threshold`], saturating), so the filter removes
+//!   ([`tidemark_engine_api::watermark::reclaim_threshold`], saturating), so the filter removes
 //!   `offset < W − D` and `W ≤ D` removes nothing. While a recovery purge runs
 //!   ([`WatermarkThreshold::purge_below`]) it is the purge threshold instead, never above `W`.
 //!   The retention distance is applied in the supplier rather than as the filter's distance so
@@ -17,8 +17,8 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::compaction_filter::TagThresholdFilterFactory;
-use disk::compaction_policy::ThresholdSupplier;
-pub use disk::watermark_threshold::{PurgeGuard, WatermarkThreshold, watermark_supplier};
+use tidemark_disk::compaction_policy::ThresholdSupplier;
+pub use tidemark_disk::watermark_threshold::{PurgeGuard, WatermarkThreshold, watermark_supplier};
 
 /// A factory removing entries with `offset < threshold.current()`.
 pub fn watermark_threshold_filter_factory(

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use engine_api::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 use crate::storage::DB_DIR;
 

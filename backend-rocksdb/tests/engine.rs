@@ -3,13 +3,13 @@
 //! recovery purge (`reclaim_below`) and its temporary filter threshold, and the directory layout.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use backend_rocksdb::RocksDb;
-use disk::{BackendContext, DiskBackend};
+use tidemark_backend_rocksdb::RocksDb;
+use tidemark_disk::{BackendContext, DiskBackend};
 use std::path::Path;
 
-use backend_rocksdb::{DATA_CF, DB_DIR, META_CF};
-use backend_rocksdb::{RocksDbContext, RocksDbContextOptions, RocksDbEngine};
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine};
+use tidemark_backend_rocksdb::{DATA_CF, DB_DIR, META_CF};
+use tidemark_backend_rocksdb::{RocksDbContext, RocksDbContextOptions, RocksDbEngine};
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine};
 use rocksdb::{DB, Options};
 
 fn open(dir: &Path) -> RocksDbEngine {
@@ -114,7 +114,7 @@ fn watermark_and_applied_end_survive_reopen_and_the_filter_uses_them() {
 fn covered_estimate_tracks_writes_and_reclaims() {
     let tmp = tempfile::tempdir().unwrap();
     let engine = open(tmp.path());
-    let mut batch = engine_api::WriteBatch::new();
+    let mut batch = tidemark_engine_api::WriteBatch::new();
     for i in 0..100u64 {
         batch.put(format!("k{i}"), b"v".to_vec(), i);
     }
@@ -180,7 +180,7 @@ fn directory_layout_and_foreign_directories() {
         Err(Error::ForeignDirectory { .. })
     ));
     let other = tempfile::tempdir().unwrap();
-    disk::layout::claim_directory(other.path(), "sled").unwrap();
+    tidemark_disk::layout::claim_directory(other.path(), "sled").unwrap();
     assert!(matches!(
         RocksDbEngine::open(other.path(), EngineOptions::default()),
         Err(Error::WrongBackend { .. })
@@ -237,7 +237,7 @@ fn open_with_distance(dir: &Path, distance: u64) -> RocksDbEngine {
 }
 
 fn put_range(engine: &RocksDbEngine, offsets: std::ops::Range<u64>) {
-    let mut batch = engine_api::WriteBatch::new();
+    let mut batch = tidemark_engine_api::WriteBatch::new();
     for i in offsets {
         batch.put(format!("k{i:03}"), b"v".to_vec(), i);
     }
@@ -396,7 +396,7 @@ fn reclaim_counts_what_the_compaction_its_flush_triggers_removes() {
     // Each reopen flushes the recovered WAL into one more L0 file.
     for offset in 0..3u64 {
         let engine = open(tmp.path());
-        let mut batch = engine_api::WriteBatch::new();
+        let mut batch = tidemark_engine_api::WriteBatch::new();
         batch.delete(b"k0".to_vec(), offset);
         if offset == 1 {
             batch.delete(b"k1".to_vec(), offset);
@@ -418,8 +418,8 @@ fn reclaim_reports_the_bytes_its_compaction_wrote() {
     let tmp = tempfile::tempdir().unwrap();
     let engine =
         RocksDbEngine::open(tmp.path(), EngineOptions::default().with_sync_writes(false)).unwrap();
-    let batch: engine_api::WriteBatch = (0..2_000u64)
-        .map(|i| engine_api::Record::put(format!("key-{i:05}"), vec![i as u8; 100], i))
+    let batch: tidemark_engine_api::WriteBatch = (0..2_000u64)
+        .map(|i| tidemark_engine_api::Record::put(format!("key-{i:05}"), vec![i as u8; 100], i))
         .collect();
     engine.apply(&batch).unwrap();
     engine.compact_to_bottom().unwrap();

@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use backend_rocksdb::RocksDbEngine;
-use backend_rocksdb::testing::damage_a_data_block;
-use engine_api::{Damage, Engine, EngineOptions, OpenEngine, OpenMode, WriteBatch};
-use test_support::rng::SplitMix64;
+use tidemark_backend_rocksdb::RocksDbEngine;
+use tidemark_backend_rocksdb::testing::damage_a_data_block;
+use tidemark_engine_api::{Damage, Engine, EngineOptions, OpenEngine, OpenMode, WriteBatch};
+use tidemark_test_support::rng::SplitMix64;
 
 const KEYS: u64 = 2_000;
 

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use disk::{DiskBackend, DiskEngine};
-use engine_api::{EngineOptions, Result};
+use tidemark_disk::{DiskBackend, DiskEngine};
+use tidemark_engine_api::{EngineOptions, Result};
 
 use crate::context::SledContext;
 use crate::engine::SledEngine;
@@ -52,8 +52,8 @@ pub const SLED_WINDOW_MULTIPLE: f64 = 6.0;
 pub const SLED_WINDOW_PEAK_MULTIPLE: f64 = 9.5;
 
 #[cfg(feature = "testing")]
-impl disk::testing::TestedBackend for Sled {
-    const DECLARED: disk::testing::Declared = disk::testing::Declared {
+impl tidemark_disk::testing::TestedBackend for Sled {
+    const DECLARED: tidemark_disk::testing::Declared = tidemark_disk::testing::Declared {
         exact_live_entries: true,
         background_reclaim: false,
         offset_index: true,
@@ -78,7 +78,7 @@ impl disk::testing::TestedBackend for Sled {
     /// background thread, its cancellation and its concurrency with writers, readers and
     /// sweeps are tested in the crate's `tests/rebuild.rs`.
     fn case_context() -> Result<SledContext> {
-        use disk::BackendContext;
+        use tidemark_disk::BackendContext;
         SledContext::new(crate::context::SledContextOptions {
             rebuild_min_bytes: 0,
             rebuild_growth: 1.0,

@@ -12,9 +12,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use disk::BackendContext;
-use disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
-use engine_api::Result;
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
+use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
 use crate::flusher::Flusher;
@@ -29,7 +29,7 @@ pub const MIN_CACHE_BYTES_PER_BUCKET: u64 = 64 << 10;
 /// ceiling, which admission reserves: sled opens its other files only within a call and closes
 /// them before it returns (`conf` and a snapshot at open and close, a blob file for a value over
 /// its blob threshold), which the process-wide reserve covers
-/// ([`disk::budget::FD_RESERVE`]).
+/// ([`tidemark_disk::budget::FD_RESERVE`]).
 pub const FDS_PER_BUCKET: u64 = 1;
 
 /// The most threads sled 0.34's process-wide I/O pool runs (its own cap; it starts them on demand
@@ -86,9 +86,9 @@ impl Default for SledContextOptions {
 /// Shared sled resources; cheap to clone (an `Arc`). Open engines keep their context alive.
 ///
 /// ```
-/// use backend_sled::{BackendContext, SledContext, SledContextOptions, SledEngine};
-/// use disk::budget::CacheBudget;
-/// use engine_api::EngineOptions;
+/// use tidemark_backend_sled::{BackendContext, SledContext, SledContextOptions, SledEngine};
+/// use tidemark_disk::budget::CacheBudget;
+/// use tidemark_engine_api::EngineOptions;
 ///
 /// let budget = CacheBudget { max_buckets: 2, ..Default::default() };
 /// let context = SledContext::new(SledContextOptions { budget, ..Default::default() })?;
@@ -100,7 +100,7 @@ impl Default for SledContextOptions {
 /// let c = SledEngine::open_in(&context, &dir.path().join("c"), EngineOptions::default())?;
 /// assert_eq!(context.open_buckets(), 2);
 /// # drop((b, c));
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct SledContext {
@@ -174,12 +174,12 @@ impl BackendContext for SledContext {
 
     /// Creates the budget and starts the flusher thread (if `flush_every` is set).
     ///
-    /// Errors: [`engine_api::Error::InvalidInput`] when the cache share per bucket would be below
-    /// [`MIN_CACHE_BYTES_PER_BUCKET`], `max_buckets` is 0 or `rebuild_growth` is below 1; [`engine_api::Error::Backend`] when the thread
+    /// Errors: [`tidemark_engine_api::Error::InvalidInput`] when the cache share per bucket would be below
+    /// [`MIN_CACHE_BYTES_PER_BUCKET`], `max_buckets` is 0 or `rebuild_growth` is below 1; [`tidemark_engine_api::Error::Backend`] when the thread
     /// cannot be started.
     fn new(settings: SledContextOptions) -> Result<Self> {
         if !(settings.rebuild_growth.is_finite() && settings.rebuild_growth >= 1.0) {
-            return Err(engine_api::Error::InvalidInput(format!(
+            return Err(tidemark_engine_api::Error::InvalidInput(format!(
                 "sled rebuild_growth must be a finite number of at least 1, not {}",
                 settings.rebuild_growth
             )));
@@ -199,10 +199,10 @@ impl BackendContext for SledContext {
     }
 
     /// The process-wide default context ([`SledContextOptions::default`]), created on first use;
-    /// [`engine_api::OpenEngine::open`] opens engines from it.
+    /// [`tidemark_engine_api::OpenEngine::open`] opens engines from it.
     fn global() -> Result<Self> {
         static GLOBAL: Mutex<Option<SledContext>> = Mutex::new(None);
-        disk::sync::get_or_try_init(&GLOBAL, "global sled context", || {
+        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global sled context", || {
             SledContext::new(SledContextOptions::default())
         })
     }

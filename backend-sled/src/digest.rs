@@ -18,9 +18,9 @@
 //! row, so a digest an older build (without it) left behind while it wrote is recognised as
 //! stale, not as damage, and recomputed.
 
-use disk::MetaKey;
-use disk::meta::encode_u64;
-use engine_api::{Error, Result};
+use tidemark_disk::MetaKey;
+use tidemark_disk::meta::encode_u64;
+use tidemark_engine_api::{Error, Result};
 use sled::transaction::{
     ConflictableTransactionError, ConflictableTransactionResult, TransactionalTree,
 };

@@ -1,13 +1,13 @@
 //! [`SledEngine`]: the shared disk-engine skeleton over three sled trees.
 
-use disk::BackendContext;
+use tidemark_disk::BackendContext;
 use std::fmt;
 use std::path::Path;
 
-use disk::layout::FileStart;
-use disk::sweeper::ChunkSizer;
-use disk::{DiskEngine, StorageInit};
-use engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
+use tidemark_disk::layout::FileStart;
+use tidemark_disk::sweeper::ChunkSizer;
+use tidemark_disk::{DiskEngine, StorageInit};
+use tidemark_engine_api::{Engine, EngineOptions, OpenEngine, Result, forward_engine};
 
 use crate::context::SledContext;
 use crate::storage::SledStorage;
@@ -35,13 +35,13 @@ pub const MAX_SWEEP_CHUNK_ROWS: usize = 256;
 /// change in the same transaction as the rows they describe; the watermark is written to `meta`
 /// and flushed before it is published.
 ///
-/// sled has no read-only mode: with [`engine_api::OpenMode::ReadOnly`] the engine writes nothing
+/// sled has no read-only mode: with [`tidemark_engine_api::OpenMode::ReadOnly`] the engine writes nothing
 /// and refuses every write, but sled itself opens its files read-write, takes its lock and may
 /// extend or rewrite its own log and snapshot files while it recovers at open and flushes at
 /// close (the keys and values stay the same).
 ///
 /// If a flush that follows a committed write fails, the engine is marked failed: from then on
-/// every write, watermark change, reclaim and flush returns [`engine_api::Error::StoreFailed`]
+/// every write, watermark change, reclaim and flush returns [`tidemark_engine_api::Error::StoreFailed`]
 /// until the store is reopened (see there why a retry must not simply succeed).
 pub struct SledEngine {
     inner: DiskEngine<SledStorage>,
@@ -124,7 +124,7 @@ impl SledEngine {
     /// Opens (by default creating) the bucket at `path`, taking its share of `context`: a page
     /// cache of [`SledContext::cache_bytes_per_bucket`], a place in its bucket budget (an open
     /// beyond it, or beyond the process's descriptor limit, is
-    /// [`engine_api::Error::ResourceLimit`]) and its flusher thread. The share is given back when
+    /// [`tidemark_engine_api::Error::ResourceLimit`]) and its flusher thread. The share is given back when
     /// the engine is dropped.
     pub fn open_in(context: &SledContext, path: &Path, options: EngineOptions) -> Result<Self> {
         // Admitted before anything is created, so a refused open leaves no trace.
@@ -182,7 +182,7 @@ mod tests {
 
     use std::sync::atomic::Ordering;
 
-    use engine_api::{Error, WriteBatch};
+    use tidemark_engine_api::{Error, WriteBatch};
 
     use super::*;
 
@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(report.engine_checks, ["live-row digest (every data row)"]);
         // k1's older version, as sled serves it from an older page: it decodes, its tag is
         // below the applied end and its (stale) index row is there.
-        let older = engine_api::codec::encode_value(b"k1", 1, b"v");
+        let older = tidemark_engine_api::codec::encode_value(b"k1", 1, b"v");
         engine
             .inner
             .storage()
@@ -276,7 +276,7 @@ mod tests {
             .unwrap();
         let report = engine.verify().unwrap();
         let finding = report
-            .finding(engine_api::verify::Damage::DigestMismatch)
+            .finding(tidemark_engine_api::verify::Damage::DigestMismatch)
             .unwrap_or_else(|| panic!("{report:?}"));
         assert_eq!(finding.examples[0].key, b"live_digest");
         assert!(
@@ -287,7 +287,7 @@ mod tests {
         // page would not.
         assert!(
             report
-                .finding(engine_api::verify::Damage::IndexRowWithoutData)
+                .finding(tidemark_engine_api::verify::Damage::IndexRowWithoutData)
                 .is_some()
         );
         assert_eq!(report.damaged(), 2, "{report:?}");

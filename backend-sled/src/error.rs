@@ -1,8 +1,8 @@
-//! Mapping sled's errors into [`engine_api::Error`], and the failed-store error.
+//! Mapping sled's errors into [`tidemark_engine_api::Error`], and the failed-store error.
 
 use std::path::Path;
 
-use engine_api::Error;
+use tidemark_engine_api::Error;
 use sled::transaction::TransactionError;
 
 /// Backend name used in errors and the directory marker.
@@ -34,6 +34,6 @@ pub(crate) fn tx_error(e: TransactionError<Error>) -> Error {
 pub(crate) fn store_failed(path: &Path, cause: Option<sled::Error>) -> Error {
     Error::store_failed(
         path,
-        cause.map(|e| Box::new(e) as engine_api::error::BoxedSource),
+        cause.map(|e| Box::new(e) as tidemark_engine_api::error::BoxedSource),
     )
 }

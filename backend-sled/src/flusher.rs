@@ -10,8 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use disk::contain::catch_panic;
-use engine_api::{Error, Result};
+use tidemark_disk::contain::catch_panic;
+use tidemark_engine_api::{Error, Result};
 
 use crate::error::BACKEND;
 

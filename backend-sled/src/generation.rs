@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use engine_api::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 use crate::engine::DB_SUBDIR;
 use crate::error::sled_error;

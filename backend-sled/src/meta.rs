@@ -2,13 +2,13 @@
 //! live-row digest, [`crate::digest`]).
 //!
 //! The format version, watermark and applied end are stored under
-//! [`MetaKey::bytes`](disk::MetaKey::bytes) in the shared encoding
-//! ([`disk::meta`]) and restored and checked by the skeleton.
+//! [`MetaKey::bytes`](tidemark_disk::MetaKey::bytes) in the shared encoding
+//! ([`tidemark_disk::meta`]) and restored and checked by the skeleton.
 
 use std::path::Path;
 
-use disk::meta::encode_u64;
-use engine_api::{Error, Result};
+use tidemark_disk::meta::encode_u64;
+use tidemark_engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult};
 
 use crate::error::sled_error;

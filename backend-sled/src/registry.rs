@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use engine_api::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 use crate::error::{BACKEND, sled_error};
 
@@ -31,7 +31,7 @@ enum Slot {
 static STORES: Mutex<BTreeMap<PathBuf, Slot>> = Mutex::new(BTreeMap::new());
 
 fn stores() -> MutexGuard<'static, BTreeMap<PathBuf, Slot>> {
-    // The one exception to the workspace lock policy (`engine_api::sync`: a poisoned lock is
+    // The one exception to the workspace lock policy (`tidemark_engine_api::sync`: a poisoned lock is
     // `Error::Poisoned`): every critical section on this map is a single map operation, so a
     // poisoned map is still consistent and is recovered rather than refused (this also runs in
     // `Drop`, which cannot return an error).

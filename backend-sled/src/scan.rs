@@ -9,7 +9,7 @@
 
 use std::ops::Bound;
 
-use engine_api::Result;
+use tidemark_engine_api::Result;
 use sled::IVec;
 
 use crate::error::sled_error;

@@ -1,5 +1,5 @@
 //! [`SledStorage`]: the sled primitives behind the shared disk-engine skeleton
-//! ([`disk::DiskEngine`]).
+//! ([`tidemark_disk::DiskEngine`]).
 //!
 //! The skeleton holds the writer and reclaimer locks, `W` and the applied end, the counters and
 //! the report arithmetic; this module only stores: one multi-tree transaction per commit, the
@@ -11,15 +11,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
-use disk::BackendContext;
-use disk::budget::BucketLease;
-use disk::meta::{decode_u64, encode_u64};
-use disk::sweeper::{self, ChunkSizer, index_key};
-use disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use engine_api::batch::Record;
-use engine_api::covered::MetaRow;
-use engine_api::verify::Verifier;
-use engine_api::{Error, Result};
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::BucketLease;
+use tidemark_disk::meta::{decode_u64, encode_u64};
+use tidemark_disk::sweeper::{self, ChunkSizer, index_key};
+use tidemark_disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
+use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::covered::MetaRow;
+use tidemark_engine_api::verify::Verifier;
+use tidemark_engine_api::{Error, Result};
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
 use crate::context::SledContext;
@@ -241,7 +241,7 @@ impl SledStorage {
                 .map(|bytes| decode_u64(key, &bytes))
                 .transpose()
         };
-        disk::meta::restore(
+        tidemark_disk::meta::restore(
             &self.dir,
             read(MetaKey::FormatVersion)?,
             read(MetaKey::Watermark)?,
@@ -294,7 +294,7 @@ impl Bucket {
     /// Whether a rebuild is due now ([`crate::rebuild::due`]).
     pub(crate) fn rebuild_due(&self) -> Result<bool> {
         let settings = self.context.settings();
-        let rebuilt = *engine_api::sync::lock(&self.rebuilt, "sled rebuild sizes")?;
+        let rebuilt = *tidemark_engine_api::sync::lock(&self.rebuilt, "sled rebuild sizes")?;
         Ok(crate::rebuild::due(
             self.size_on_disk()?,
             rebuilt,
@@ -306,7 +306,7 @@ impl Bucket {
 
     /// The current generation (a clone: a rebuild may switch to another meanwhile).
     pub(crate) fn generation(&self) -> Result<Arc<Generation>> {
-        Ok(Arc::clone(&*engine_api::sync::lock(
+        Ok(Arc::clone(&*tidemark_engine_api::sync::lock(
             &self.current,
             "sled generation",
         )?))
@@ -315,7 +315,7 @@ impl Bucket {
     /// The current generation for a write, and the shared side of the switch lock, held until
     /// the write is done so a rebuild cannot switch away in the middle of it.
     pub(crate) fn writing(&self) -> Result<(RwLockReadGuard<'_, ()>, Arc<Generation>)> {
-        let guard = engine_api::sync::read(&self.switch, "sled generation switch")?;
+        let guard = tidemark_engine_api::sync::read(&self.switch, "sled generation switch")?;
         Ok((guard, self.generation()?))
     }
 
@@ -323,7 +323,7 @@ impl Bucket {
     /// generations switched away from whose files are still there.
     pub(crate) fn size_on_disk(&self) -> Result<u64> {
         let mut total = self.generation()?.size_on_disk()?;
-        for old in engine_api::sync::lock(&self.retired, "sled retired generations")?.iter() {
+        for old in tidemark_engine_api::sync::lock(&self.retired, "sled retired generations")?.iter() {
             total = total.saturating_add(old.size_on_disk()?);
         }
         Ok(total)
@@ -399,7 +399,7 @@ fn digest_mismatch(dir: &Path, db_dir: &Path, recorded: u64, rows: digest::Scan)
 impl Storage for SledStorage {
     const BACKEND: &'static str = BACKEND;
     /// A sweep visits only the covered index rows.
-    const RECLAIM_COST: engine_api::ReclaimCost = engine_api::ReclaimCost::Proportional;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Proportional;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         Ok(self
@@ -646,13 +646,13 @@ impl Storage for SledStorage {
 }
 
 #[cfg(feature = "testing")]
-impl disk::testing::StorageHooks for SledStorage {
+impl tidemark_disk::testing::StorageHooks for SledStorage {
     /// Stores `stored` verbatim under `key`. Bytes that decode are indexed at their tag, like any
     /// write; undecodable bytes are indexed at offset 0 (below every non-zero threshold), and the
     /// index row of the entry they replace is moved there rather than left behind to meet the
     /// same entry a second time. Always flushed; a failed flush fails the store.
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
-        let tag = engine_api::codec::decode(key, stored)
+        let tag = tidemark_engine_api::codec::decode(key, stored)
             .ok()
             .map(|d| d.offset());
         let (_switch, store) = self.writing()?;
@@ -661,7 +661,7 @@ impl disk::testing::StorageHooks for SledStorage {
                 |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
                     let previous = data.insert(key, stored)?;
                     if tag.is_none()
-                        && let Some(old) = previous.as_deref().and_then(engine_api::codec::peek_tag)
+                        && let Some(old) = previous.as_deref().and_then(tidemark_engine_api::codec::peek_tag)
                     {
                         index.remove(index_key(old, key))?;
                     }

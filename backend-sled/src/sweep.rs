@@ -15,8 +15,8 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
-use engine_api::{Error, Result};
+use tidemark_disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
+use tidemark_engine_api::{Error, Result};
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 
@@ -108,7 +108,7 @@ impl SweepChunk for SledChunker<'_> {
         // Still under the switch lock, so a rebuild's last round (which holds it exclusively)
         // hears of every chunk that committed before it.
         if let Some(removals) =
-            engine_api::sync::lock(&self.bucket.removals, "sled removals")?.as_mut()
+            tidemark_engine_api::sync::lock(&self.bucket.removals, "sled removals")?.as_mut()
         {
             removals.data.extend(gone_rows);
             removals.index.extend(gone_index);

@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle};
 
-use disk::contain::catch_panic;
-use engine_api::{Error, Result};
+use tidemark_disk::contain::catch_panic;
+use tidemark_engine_api::{Error, Result};
 
 use crate::error::BACKEND;
 use crate::storage::Bucket;

@@ -7,15 +7,15 @@
 //! see that apply; the test would then fail at the `STUCK` bound instead of hanging.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use backend_sled::Sled;
-use disk::DiskBackend;
+use tidemark_backend_sled::Sled;
+use tidemark_disk::DiskBackend;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend_sled::{SledEngine, SweepTotals};
-use engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
+use tidemark_backend_sled::{SledEngine, SweepTotals};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
 
 /// How long one thread waits for the other before the test gives up. Reached only if a thread is
 /// deadlocked or dead, so it turns a hang into a failure; it is not a timing assertion.

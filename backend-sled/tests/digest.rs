@@ -5,18 +5,18 @@
 
 mod common;
 
-use backend_sled::Sled;
-use disk::DiskBackend;
+use tidemark_backend_sled::Sled;
+use tidemark_disk::DiskBackend;
 use std::path::Path;
 
-use backend_sled::SledEngine;
+use tidemark_backend_sled::SledEngine;
 use common::{key, open_fast, puts, raw_db};
-use engine_api::verify::Damage;
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine, OpenMode, WriteBatch};
+use tidemark_engine_api::verify::Damage;
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine, OpenMode, WriteBatch};
 
 const DIGEST_ROW: &[u8] = b"live_digest";
 
-fn open(dir: &Path, mode: OpenMode) -> engine_api::Result<SledEngine> {
+fn open(dir: &Path, mode: OpenMode) -> tidemark_engine_api::Result<SledEngine> {
     SledEngine::open(dir, EngineOptions::default().with_open_mode(mode))
 }
 
@@ -99,7 +99,7 @@ fn an_older_version_of_a_row_is_refused_at_open() {
     written_store(tmp.path());
     // What sled's recovery does when it skips the segment holding a page's newest version: the
     // key's previous entry, whole and valid, below the applied end.
-    let older = engine_api::codec::encode_value(&key(3), 3, b"v3");
+    let older = tidemark_engine_api::codec::encode_value(&key(3), 3, b"v3");
     behind_the_engine(tmp.path(), |data, _| {
         data.insert(key(3), older).unwrap();
     });
@@ -148,7 +148,7 @@ fn a_digest_left_stale_by_a_writer_without_it_is_recomputed() {
     written_store(tmp.path());
     // A build from before the digest applied a record: a row and the applied end moved, the
     // digest (stamped with the applied end it was written at) did not.
-    let stored = engine_api::codec::encode_value(b"later", 44, b"x");
+    let stored = tidemark_engine_api::codec::encode_value(b"later", 44, b"x");
     behind_the_engine(tmp.path(), |data, meta| {
         data.insert(b"later", stored).unwrap();
         meta.insert(b"applied_end", &45u64.to_be_bytes()).unwrap();

@@ -4,11 +4,11 @@
 
 mod common;
 
-use backend_sled::Sled;
-use backend_sled::SledEngine;
+use tidemark_backend_sled::Sled;
+use tidemark_backend_sled::SledEngine;
 use common::{key, open_fast, puts, raw_db};
-use disk::DiskBackend;
-use engine_api::{Engine, EngineOptions, Error, OpenEngine, WriteBatch};
+use tidemark_disk::DiskBackend;
+use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine, WriteBatch};
 
 /// Rewrites one `meta` entry with sled directly, bypassing the engine.
 fn poke_meta(dir: &std::path::Path, key: &[u8], value: &[u8]) {
@@ -51,7 +51,7 @@ fn stored_format(dir: &std::path::Path) -> Vec<u8> {
 /// it (a 4-byte version in meta, `format=1` in the marker).
 fn make_format_1(dir: &std::path::Path) {
     poke_meta(dir, b"format_version", &1u32.to_be_bytes());
-    let marker = dir.join(disk::layout::MARKER_FILE);
+    let marker = dir.join(tidemark_disk::layout::MARKER_FILE);
     std::fs::write(marker, "backend=sled\nformat=1\n").unwrap();
 }
 
@@ -66,24 +66,24 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
     {
         let engine = open_fast(tmp.path());
         Sled::skeleton(&engine)
-            .insert_raw(b"old", &engine_api::codec::encode_value_v1(1, b"v1"))
+            .insert_raw(b"old", &tidemark_engine_api::codec::encode_value_v1(1, b"v1"))
             .unwrap();
     }
     make_format_1(tmp.path());
-    let read_only = EngineOptions::default().with_open_mode(engine_api::OpenMode::ReadOnly);
+    let read_only = EngineOptions::default().with_open_mode(tidemark_engine_api::OpenMode::ReadOnly);
     drop(SledEngine::open(tmp.path(), read_only).unwrap());
-    assert_eq!(disk::layout::read_marker(tmp.path()).unwrap().format, 1);
+    assert_eq!(tidemark_disk::layout::read_marker(tmp.path()).unwrap().format, 1);
     let engine = open_fast(tmp.path());
     assert_eq!(engine.applied_end(), 3);
     assert_eq!(engine.stats().unwrap().live_entries, 4);
     assert_eq!(
         engine.lookup(b"old").unwrap(),
-        engine_api::LocalLookup::Value {
+        tidemark_engine_api::LocalLookup::Value {
             offset: 1,
             bytes: b"v1".to_vec()
         }
     );
-    assert_eq!(disk::layout::read_marker(tmp.path()).unwrap().format, 2);
+    assert_eq!(tidemark_disk::layout::read_marker(tmp.path()).unwrap().format, 2);
     drop(engine);
     assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
 }

@@ -2,15 +2,15 @@
 //! leaves behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use disk::BackendContext;
+use tidemark_disk::BackendContext;
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use backend_sled::{DB_SUBDIR, GENERATION_FILE, SledContext, SledContextOptions, SledEngine};
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, WriteBatch};
+use tidemark_backend_sled::{DB_SUBDIR, GENERATION_FILE, SledContext, SledContextOptions, SledEngine};
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, WriteBatch};
 
 /// A context that rebuilds at every reclaim, however small the database.
 fn eager() -> SledContext {
@@ -278,7 +278,7 @@ fn the_default_context_does_not_rebuild_a_small_store() {
     engine.advance_watermark(1_000).unwrap();
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert!(engine.size_on_disk().unwrap() < backend_sled::MIN_REBUILD_BYTES);
+    assert!(engine.size_on_disk().unwrap() < tidemark_backend_sled::MIN_REBUILD_BYTES);
     assert_eq!((engine.rebuilds(), engine.generation().unwrap()), (0, 0));
     assert_eq!(names(&dir), ["sled"]);
     assert!(
@@ -311,9 +311,9 @@ fn an_empty_store_takes_what_the_garbage_trigger_assumes() {
     let empty = empty_footprint(&context, &tmp.path().join("empty"));
     // The trigger's estimate of a fresh copy of no rows is at least what sled takes.
     assert!(
-        empty <= backend_sled::EMPTY_STORE_BYTES,
+        empty <= tidemark_backend_sled::EMPTY_STORE_BYTES,
         "an empty sled store takes {empty} bytes, the trigger assumes {}",
-        backend_sled::EMPTY_STORE_BYTES
+        tidemark_backend_sled::EMPTY_STORE_BYTES
     );
 }
 

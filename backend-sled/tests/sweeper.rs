@@ -4,11 +4,11 @@
 
 mod common;
 
-use backend_sled::Sled;
-use backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
+use tidemark_backend_sled::Sled;
+use tidemark_backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
 use common::puts;
-use disk::DiskBackend;
-use engine_api::{Engine, EngineOptions, OpenEngine};
+use tidemark_disk::DiskBackend;
+use tidemark_engine_api::{Engine, EngineOptions, OpenEngine};
 
 #[test]
 fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_process() {
@@ -29,7 +29,7 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
     Sled::skeleton(&engine)
         .faults()
         .on_chunk_committed(Some(std::sync::Arc::new(
-            move |chunk: &backend_sled::SweepTotals| {
+            move |chunk: &tidemark_backend_sled::SweepTotals| {
                 seen.fetch_max(chunk.rows_visited, std::sync::atomic::Ordering::AcqRel);
             },
         )));

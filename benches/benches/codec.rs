@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use engine_api::codec;
+use tidemark_engine_api::codec;
 use tidemark_benches::{VALUE_SIZE, key, payload};
 
 fn bench_decode(c: &mut Criterion) {

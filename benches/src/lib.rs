@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
-use disk::sweeper::index_key;
-use engine_api::{Record, WriteBatch};
+use tidemark_disk::sweeper::index_key;
+use tidemark_engine_api::{Record, WriteBatch};
 use sled::Transactional;
-use test_support::rng::SplitMix64;
-use test_support::stream::{Cursor, PutStream};
+use tidemark_test_support::rng::SplitMix64;
+use tidemark_test_support::stream::{Cursor, PutStream};
 use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
 
 /// Keys in the benchmark key space.

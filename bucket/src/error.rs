@@ -1,7 +1,7 @@
 //! What the bucket layer fails with: the engine's errors, passed through unchanged, and the two
 //! failures only this layer has (the lake, a shut-down scheduler).
 
-use engine_api::error::BoxedSource;
+use tidemark_engine_api::error::BoxedSource;
 
 /// The result of a bucket-layer call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -11,9 +11,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The engine underneath failed; its error says what to do
-    /// ([`engine_api::Error`]).
+    /// ([`tidemark_engine_api::Error`]).
     #[error(transparent)]
-    Engine(#[from] engine_api::Error),
+    Engine(#[from] tidemark_engine_api::Error),
     /// The lake lookuper failed or timed out. Nothing was published: `W` and the served snapshot
     /// are unchanged, and a local miss is refused rather than answered from a stale lake.
     #[error("lake error: {message}")]
@@ -63,7 +63,7 @@ impl Error {
     }
 
     /// The engine's error, when the engine is what failed.
-    pub fn as_engine(&self) -> Option<&engine_api::Error> {
+    pub fn as_engine(&self) -> Option<&tidemark_engine_api::Error> {
         match self {
             Error::Engine(e) => Some(e),
             _ => None,

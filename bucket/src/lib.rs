@@ -1,7 +1,7 @@
 //! # Tidemark bucket layer
 //!
-//! What sits on top of one engine (`engine_api::Engine`, held as an
-//! [`EngineHandle`](engine_api::EngineHandle)): the [`lake`] lookuper a bucket falls back to on a
+//! What sits on top of one engine (`tidemark_engine_api::Engine`, held as an
+//! [`EngineHandle`](tidemark_engine_api::EngineHandle)): the [`lake`] lookuper a bucket falls back to on a
 //! local miss, [`HistoricalBucket`] which orders lake refreshes before watermark publishes, and
 //! the tokio [`scheduler`] that turns watermark moves into coalesced, rate-limited reclaims. The
 //! contract is `docs/DESIGN.md` at the workspace root (sections *Bucket layer* and *Reclaim

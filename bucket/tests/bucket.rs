@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine, Record, WriteBatch};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine, Record, WriteBatch};
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{
     BucketId, Error, HistoricalBucket, LakeSnapshot, LakeTimeouts, MemoryLake, Progress,
@@ -284,7 +284,7 @@ async fn invalid_keys_are_rejected_before_the_lake_is_asked() {
     bucket.recover(LakeSnapshot::default()).await.unwrap();
     assert!(matches!(
         bucket.lookup(b"").await,
-        Err(Error::Engine(engine_api::Error::InvalidInput(_)))
+        Err(Error::Engine(tidemark_engine_api::Error::InvalidInput(_)))
     ));
     assert_eq!(lake.counters().lookups, 0);
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use engine_api::{
+use tidemark_engine_api::{
     Engine, EngineOptions, Error, MemoryEngine, ReclaimCost, ReclaimReport, Result, WriteBatch,
     forward_engine,
 };
@@ -122,7 +122,7 @@ impl FakeEngine {
     fn filled_costing(probe: &Arc<Probe>, n: u64, covered: u64, cost: ReclaimCost) -> Arc<Self> {
         let engine = Self::costing(probe, cost);
         let batch: WriteBatch = (0..n)
-            .map(|i| engine_api::Record::put(format!("k{i:03}"), format!("v{i}"), i))
+            .map(|i| tidemark_engine_api::Record::put(format!("k{i:03}"), format!("v{i}"), i))
             .collect();
         engine.inner.apply(&batch).unwrap();
         engine.inner.advance_watermark(covered).unwrap();

@@ -13,7 +13,7 @@ mod store;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use compare::CompareArgs;
+use tidemark_compare::CompareArgs;
 use store::StoreArgs;
 use tidemark::Backend;
 
@@ -121,7 +121,7 @@ enum Failure {
     #[error(transparent)]
     Store(#[from] tidemark::Error),
     #[error(transparent)]
-    Compare(#[from] compare::Error),
+    Compare(#[from] tidemark_compare::Error),
 }
 
 fn run(command: Command) -> Result<ExitCode, Failure> {
@@ -157,8 +157,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 }
 
 /// Runs `compare` and prints its tables; `false` when a lookup answered wrongly.
-fn compare_backends(args: &CompareArgs) -> compare::Result<bool> {
-    let comparison = compare::run(args)?;
+fn compare_backends(args: &CompareArgs) -> tidemark_compare::Result<bool> {
+    let comparison = tidemark_compare::run(args)?;
     print!("{}", comparison.render());
     let wrong = comparison.wrong_answers();
     if wrong.is_empty() {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use disk::layout;
+use tidemark_disk::layout;
 use serde::Serialize;
 use tidemark::{Backend, EngineHandle, EngineOptions, Error, OpenMode, Result};
 

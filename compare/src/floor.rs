@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use test_support::stream::{RecordStream as _, SeededStream};
+use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{Backend, BackendConfig, Engine as _, EngineOptions};
 
 use crate::Result;

@@ -115,7 +115,7 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use test_support::rng::SplitMix64;
+    use tidemark_test_support::rng::SplitMix64;
 
     /// The exact nearest-rank quantile of `sorted`.
     fn exact(sorted: &[u64], q: f64) -> u64 {

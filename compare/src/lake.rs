@@ -16,8 +16,8 @@ use tidemark::{LakeLookuper, LakeSnapshot, async_trait};
 
 use crate::{Error, Result};
 
-use test_support::history::{HistoryError, WalHistory};
-use test_support::stream::SeededStream;
+use tidemark_test_support::history::{HistoryError, WalHistory};
+use tidemark_test_support::stream::SeededStream;
 
 /// A lake table over a [`SeededStream`], with one lookuper (every bucket of a run shares it).
 #[derive(Debug)]

@@ -15,15 +15,15 @@
 //! #[derive(Parser)]
 //! struct Cli {
 //!     #[command(flatten)]
-//!     compare: compare::CompareArgs,
+//!     compare: tidemark_compare::CompareArgs,
 //! }
 //!
-//! let comparison = compare::run(&Cli::parse().compare)?;
+//! let comparison = tidemark_compare::run(&Cli::parse().compare)?;
 //! print!("{}", comparison.render());
 //! if !comparison.wrong_answers().is_empty() {
 //!     std::process::exit(1);
 //! }
-//! # Ok::<(), compare::Error>(())
+//! # Ok::<(), tidemark_compare::Error>(())
 //! ```
 //!
 //! Cargo features `sled`, `redb` and `rocksdb` (all on by default) choose the backends compiled

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use test_support::observe::ReclaimLog;
+use tidemark_test_support::observe::ReclaimLog;
 
 /// One reclaim the scheduler ran.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,7 +107,7 @@ impl ReclaimTotals {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use test_support::observe::Observed;
+    use tidemark_test_support::observe::Observed;
     use tidemark::{Engine, EngineHandle, EngineOptions, MemoryEngine, WriteBatch};
 
     #[test]

@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use test_support::observe::{Observed, ReclaimLog};
-use test_support::rng::SplitMix64;
-use test_support::stream::{RecordStream as _, SeededStream};
+use tidemark_test_support::observe::{Observed, ReclaimLog};
+use tidemark_test_support::rng::SplitMix64;
+use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{
     Backend, BackendConfig, BucketId, BucketStats, Engine as _, EngineHandle, EngineOptions,
     HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler,

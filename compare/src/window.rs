@@ -62,7 +62,7 @@ impl WindowBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use test_support::stream::{RecordStream, SeededStream};
+    use tidemark_test_support::stream::{RecordStream, SeededStream};
 
     #[test]
     fn window_bytes_are_the_records_stored_lengths_and_forget_what_the_lake_holds() {

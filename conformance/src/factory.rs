@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use disk::sweeper::SweepTotals;
-use engine_api::{Engine, EngineOptions, Result};
+use tidemark_disk::sweeper::SweepTotals;
+use tidemark_engine_api::{Engine, EngineOptions, Result};
 
 /// What a backend can do beyond the core contract; cases that need a capability the backend
 /// lacks are reported as skipped (never `#[ignore]`d).
@@ -24,7 +24,7 @@ pub struct Capabilities {
     /// [`EngineFactory::inject_index_row`] can plant an index row and
     /// [`EngineFactory::remove_index_row`] remove one.
     pub offset_index: bool,
-    /// `open` follows [`engine_api::OpenMode`]: it can require an existing store (creating
+    /// `open` follows [`tidemark_engine_api::OpenMode`]: it can require an existing store (creating
     /// nothing) and open one read-only (refusing every write).
     pub open_existing: bool,
     /// A read-only open leaves every file of the store byte for byte as it was (the engine opens
@@ -83,9 +83,9 @@ pub trait EngineFactory: Send + Sync + 'static {
         None
     }
 
-    /// The engine's injected-fault plan ([`disk::fault`]), `None` where the backend has
+    /// The engine's injected-fault plan ([`tidemark_disk::fault`]), `None` where the backend has
     /// none (the memory engine); cases about storage faults need [`Capabilities::faults`].
-    fn faults<'a>(&self, engine: &'a Self::Engine) -> Option<&'a disk::fault::Faults> {
+    fn faults<'a>(&self, engine: &'a Self::Engine) -> Option<&'a tidemark_disk::fault::Faults> {
         let _ = engine;
         None
     }
@@ -94,7 +94,7 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// cannot read. Only called when [`Capabilities::offset_index`] is true.
     fn inject_index_row(&self, engine: &Self::Engine, row: &[u8]) -> Result<()> {
         let _ = (engine, row);
-        Err(engine_api::Error::Unsupported(format!(
+        Err(tidemark_engine_api::Error::Unsupported(format!(
             "{} has no offset index",
             Self::NAME
         )))
@@ -120,7 +120,7 @@ pub trait EngineFactory: Send + Sync + 'static {
 
     /// Whether damage to the store file `file` (relative to the bucket directory) is always
     /// caught by the engine's own checksums when an entry in it is read, so that every lookup
-    /// it fails must be [`engine_api::Error::Corrupt`] naming the key (RocksDB's table files).
+    /// it fails must be [`tidemark_engine_api::Error::Corrupt`] naming the key (RocksDB's table files).
     /// The hostile-file cases hold the backend to it; elsewhere a lookup may also fail with the
     /// engine's own error (`Backend`), for damage to its structures rather than to an entry.
     fn reads_detect_damage_in(&self, file: &Path) -> bool {
@@ -132,7 +132,7 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// missing their index row. Only called when [`Capabilities::offset_index`] is true.
     fn remove_index_row(&self, engine: &Self::Engine, row: &[u8]) -> Result<bool> {
         let _ = (engine, row);
-        Err(engine_api::Error::Unsupported(format!(
+        Err(tidemark_engine_api::Error::Unsupported(format!(
             "{} has no offset index",
             Self::NAME
         )))

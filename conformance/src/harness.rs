@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use engine_api::{Engine, EngineOptions};
+use tidemark_engine_api::{Engine, EngineOptions};
 use tempfile::TempDir;
 
 use crate::factory::{Capabilities, EngineFactory};

@@ -9,10 +9,10 @@
 //! Descriptors are process-wide, so the scenario runs in a child process of its own
 //! ([`crate::child::run_isolated`]).
 
-use disk::process;
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, WriteBatch};
+use tidemark_disk::process;
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, WriteBatch};
 
-use disk::testing::TestedBackend;
+use tidemark_disk::testing::TestedBackend;
 
 use crate::factories::DiskFactory;
 
@@ -166,7 +166,7 @@ fn record(i: usize, j: u64) -> (Vec<u8>, Vec<u8>) {
 
 /// A grown bucket's watermark advanced over half its records, reclaimed and flushed; the
 /// reclaim must remove exactly the covered records.
-fn grown<E: Engine>(engine: &E) -> engine_api::Result<()> {
+fn grown<E: Engine>(engine: &E) -> tidemark_engine_api::Result<()> {
     engine.advance_watermark(WATERMARK)?;
     let report = engine.reclaim()?;
     let removed = report.values_removed + report.tombstones_removed;

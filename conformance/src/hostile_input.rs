@@ -8,7 +8,7 @@
 //! the reference answers (the same outcome, or `InvalidInput` with nothing written), and never
 //! panic.
 
-use engine_api::{
+use tidemark_engine_api::{
     Engine, Error, LocalLookup, MAX_KEY_LEN, MAX_VALUE_LEN, MemoryEngine, WriteBatch,
 };
 
@@ -97,7 +97,7 @@ pub fn steps(data: &[u8], max_steps: usize) -> Vec<Step> {
 /// outcome and, after each step, the applied end, `W` and every key written so far. Returns the
 /// first difference.
 pub fn run_against_reference<E: Engine>(engine: &E, steps: &[Step]) -> Result<(), String> {
-    let reference = MemoryEngine::new(engine_api::EngineOptions::default());
+    let reference = MemoryEngine::new(tidemark_engine_api::EngineOptions::default());
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for (i, step) in steps.iter().enumerate() {
         let (got, want) = match step {
@@ -164,7 +164,7 @@ pub fn run_against_reference<E: Engine>(engine: &E, steps: &[Step]) -> Result<()
 /// exactly `bytes` in its own format version (so nothing else decodes: no damaged entry is
 /// accepted), and the tag the unchecked and checked readers see agrees with it.
 pub fn check_codec(key: &[u8], bytes: &[u8]) -> Result<(), String> {
-    use engine_api::codec::{self, Decoded};
+    use tidemark_engine_api::codec::{self, Decoded};
     let Ok(decoded) = codec::decode(key, bytes) else {
         if codec::checked_tag(key, bytes).is_some() {
             return Err("checked_tag accepts what decode refuses".to_string());
@@ -195,7 +195,7 @@ pub fn check_codec(key: &[u8], bytes: &[u8]) -> Result<(), String> {
 }
 
 /// An outcome reduced to what must agree: the value, or the kind of error.
-fn outcome<T: std::fmt::Debug>(result: engine_api::Result<T>) -> String {
+fn outcome<T: std::fmt::Debug>(result: tidemark_engine_api::Result<T>) -> String {
     match result {
         Ok(v) => format!("Ok({v:?})"),
         Err(Error::InvalidInput(_)) => "InvalidInput".to_string(),
@@ -256,7 +256,7 @@ mod tests {
             flip in proptest::prelude::any::<(usize, u8)>(),
         ) {
             check_codec(&key, &bytes).map_err(proptest::test_runner::TestCaseError::fail)?;
-            let mut valid = engine_api::codec::encode_value(&key, offset, &bytes);
+            let mut valid = tidemark_engine_api::codec::encode_value(&key, offset, &bytes);
             check_codec(&key, &valid).map_err(proptest::test_runner::TestCaseError::fail)?;
             let at = flip.0 % valid.len();
             valid[at] ^= flip.1.max(1);
@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn the_reference_agrees_with_itself() {
         let data: Vec<u8> = (0..=255u8).cycle().take(2048).collect();
-        let engine = MemoryEngine::new(engine_api::EngineOptions::default());
+        let engine = MemoryEngine::new(tidemark_engine_api::EngineOptions::default());
         run_against_reference(&engine, &steps(&data, 64)).unwrap();
     }
 }

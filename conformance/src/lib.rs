@@ -2,7 +2,7 @@
 //!
 //! One suite every backend runs: generic case functions over an [`EngineFactory`], a macro that
 //! stamps one `#[test]` per case per backend ([`engine_cases!`]), and a model-based property test
-//! against [`engine_api::MemoryEngine`]. See `conformance/README.md` for how to add a backend and
+//! against [`tidemark_engine_api::MemoryEngine`]. See `conformance/README.md` for how to add a backend and
 //! for the mapping from every clause of the engine contract to the cases that check it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -112,7 +112,7 @@ macro_rules! for_each_case {
 ///
 /// ```text
 /// mod memory {
-///     conformance::engine_cases!(conformance::factories::MemoryFactory);
+///     tidemark_conformance::engine_cases!(tidemark_conformance::factories::MemoryFactory);
 /// }
 /// ```
 ///

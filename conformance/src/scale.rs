@@ -1,6 +1,6 @@
 //! The scale scenario: a thousand buckets of one backend open at once in one process, writing,
 //! reclaiming and reopening, within the resources the backend states for them
-//! ([`disk::budget::ResourceBounds`]).
+//! ([`tidemark_disk::budget::ResourceBounds`]).
 //!
 //! Threads, descriptors and memory are process-wide, so the scenario runs in a child process of
 //! its own (the test binary re-executed for this one test, [`run_isolated`]): nothing else in the
@@ -12,12 +12,12 @@
 //!
 //! `TIDEMARK_SCALE_BUCKETS` sets the number of buckets (default 1,000).
 
-use disk::budget::{FD_RESERVE, ResourceBounds};
-use disk::process::{self, ProcessUsage};
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
+use tidemark_disk::budget::{FD_RESERVE, ResourceBounds};
+use tidemark_disk::process::{self, ProcessUsage};
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
 use crate::child;
-use disk::testing::TestedBackend;
+use tidemark_disk::testing::TestedBackend;
 
 use crate::factories::DiskFactory;
 

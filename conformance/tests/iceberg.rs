@@ -4,6 +4,6 @@
 
 mod redb {
     mod bucket_iceberg {
-        conformance::iceberg_bucket_cases!(conformance::factories::RedbFactory::new());
+        tidemark_conformance::iceberg_bucket_cases!(tidemark_conformance::factories::RedbFactory::new());
     }
 }

@@ -1,8 +1,8 @@
 //! memory conformance: the whole suite on the reference engine.
 
 mod memory {
-    conformance::engine_cases!(conformance::factories::MemoryFactory);
+    tidemark_conformance::engine_cases!(tidemark_conformance::factories::MemoryFactory);
     mod bucket {
-        conformance::bucket_cases!(conformance::factories::MemoryFactory);
+        tidemark_conformance::bucket_cases!(tidemark_conformance::factories::MemoryFactory);
     }
 }

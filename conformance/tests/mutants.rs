@@ -18,9 +18,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use conformance::{Capabilities, EngineFactory};
-use disk::layout;
-use engine_api::{
+use tidemark_conformance::{Capabilities, EngineFactory};
+use tidemark_disk::layout;
+use tidemark_engine_api::{
     ApplyOutcome, CounterSnapshot, Engine, EngineOptions, EngineStats, LocalLookup, MemoryEngine,
     ReclaimReport, Record, Result, WatermarkUpdate, WriteBatch, forward_engine,
 };
@@ -87,10 +87,10 @@ impl Engine for Reopened {
 }
 
 mod reopenable_memory {
-    conformance::engine_cases!(super::ReopenableMemoryFactory::default());
+    tidemark_conformance::engine_cases!(super::ReopenableMemoryFactory::default());
     // The restart and leader-change scenarios, proven on the reference engine too.
     mod bucket {
-        conformance::bucket_cases!(super::super::ReopenableMemoryFactory::default());
+        tidemark_conformance::bucket_cases!(super::super::ReopenableMemoryFactory::default());
     }
 }
 
@@ -303,7 +303,7 @@ fn assert_killed(mutation: Mutation, killers: &[&str]) {
         enabled: false,
     }
     .capabilities();
-    for (info, case) in conformance::all_cases::<MutantFactory>() {
+    for (info, case) in tidemark_conformance::all_cases::<MutantFactory>() {
         if info.unmet(caps).is_some() {
             continue;
         }
@@ -316,14 +316,14 @@ fn assert_killed(mutation: Mutation, killers: &[&str]) {
             caught.push(info.name);
         }
     }
-    conformance::skip::notice(&format!(
+    tidemark_conformance::skip::notice(&format!(
         "MUTANT {mutation:?} caught by {} cases: {}",
         caught.len(),
         caught.join(", ")
     ));
     for name in killers {
         assert!(
-            conformance::CASES.iter().any(|c| c.name == *name),
+            tidemark_conformance::CASES.iter().any(|c| c.name == *name),
             "{name} is not a case"
         );
         assert!(
@@ -412,7 +412,7 @@ fn greedy_mutant_drops_only_at_the_threshold() {
 #[test]
 fn model_based_failure_shrinks_to_a_minimal_sequence() {
     let payload = catch_unwind(AssertUnwindSafe(|| {
-        conformance::cases::model_based(MutantFactory {
+        tidemark_conformance::cases::model_based(MutantFactory {
             mutation: Mutation::GreedyReclaim,
             enabled: true,
         })
@@ -428,7 +428,7 @@ fn model_based_failure_shrinks_to_a_minimal_sequence() {
         .and_then(|(head, _)| head.rsplit(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no op count in {message}"));
-    conformance::skip::notice(&format!(
+    tidemark_conformance::skip::notice(&format!(
         "SHRUNK GreedyReclaim model failure to {ops} ops: {}",
         message.lines().next().unwrap_or_default()
     ));

@@ -1,11 +1,11 @@
 //! redb conformance: the whole suite on the redb backend.
 
 mod redb {
-    conformance::engine_cases!(conformance::factories::RedbFactory::new());
-    conformance::scale_case!(conformance::factories::RedbFactory::new());
-    conformance::headroom_case!(conformance::factories::RedbFactory::new());
-    conformance::crash_case!(conformance::factories::RedbFactory::new());
+    tidemark_conformance::engine_cases!(tidemark_conformance::factories::RedbFactory::new());
+    tidemark_conformance::scale_case!(tidemark_conformance::factories::RedbFactory::new());
+    tidemark_conformance::headroom_case!(tidemark_conformance::factories::RedbFactory::new());
+    tidemark_conformance::crash_case!(tidemark_conformance::factories::RedbFactory::new());
     mod bucket {
-        conformance::bucket_cases!(conformance::factories::RedbFactory::new());
+        tidemark_conformance::bucket_cases!(tidemark_conformance::factories::RedbFactory::new());
     }
 }

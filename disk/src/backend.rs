@@ -9,7 +9,7 @@
 use std::fmt;
 use std::path::Path;
 
-use engine_api::{Engine, EngineOptions, ReclaimCost, Result};
+use tidemark_engine_api::{Engine, EngineOptions, ReclaimCost, Result};
 
 use crate::budget::ResourceBounds;
 use crate::{DiskEngine, Storage};
@@ -17,11 +17,11 @@ use crate::{DiskEngine, Storage};
 /// A disk backend: a marker type naming it, implemented once in its crate.
 ///
 /// ```
-/// use disk::{BackendContext, DiskBackend};
-/// use engine_api::EngineOptions;
+/// use tidemark_disk::{BackendContext, DiskBackend};
+/// use tidemark_engine_api::EngineOptions;
 ///
 /// // Generic code opens a bucket of any backend from that backend's shared context.
-/// fn open_one<B: DiskBackend>(dir: &std::path::Path) -> engine_api::Result<B::Engine> {
+/// fn open_one<B: DiskBackend>(dir: &std::path::Path) -> tidemark_engine_api::Result<B::Engine> {
 ///     let context = B::Context::global()?;
 ///     B::open_in(&context, dir, EngineOptions::default())
 /// }

@@ -15,7 +15,7 @@
 //! every admitted bucket's ceiling, its own and [`FD_RESERVE`] fit under the soft limit.
 //!
 //! ```
-//! use disk::budget::BucketBudget;
+//! use tidemark_disk::budget::BucketBudget;
 //!
 //! let budget = BucketBudget::new("example", 2, 1);
 //! let dir = std::path::Path::new("/tmp/bucket");
@@ -26,7 +26,7 @@
 //! let c = budget.admit(dir)?; // a closed bucket's share is free at once
 //! assert_eq!(budget.open_buckets(), 2);
 //! # drop((b, c));
-//! # Ok::<(), engine_api::Error>(())
+//! # Ok::<(), tidemark_engine_api::Error>(())
 //! ```
 
 use std::fmt;
@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use engine_api::error::{Error, Result};
+use tidemark_engine_api::error::{Error, Result};
 
 mod reservation;
 

@@ -1,7 +1,7 @@
 //! The *tag-threshold* decision every LSM backend's compaction filter applies.
 //!
 //! Every stored value starts with a kind byte and an 8-byte big-endian tag (see
-//! [`engine_api::codec`]). An entry is removed when `tag + distance <= limit`, where `limit`
+//! [`tidemark_engine_api::codec`]). An entry is removed when `tag + distance <= limit`, where `limit`
 //! comes from a caller-supplied [`ThresholdSupplier`] read **once per compaction**
 //! ([`ThresholdPolicy::for_compaction`]), so one compaction applies one consistent limit and a
 //! compaction that starts after the limit moves sees the new one.
@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine_api::codec;
+use tidemark_engine_api::codec;
 
 use crate::ReclaimWork;
 
@@ -327,7 +327,7 @@ impl ThresholdPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine_api::codec::{encode_tombstone, encode_value};
+    use tidemark_engine_api::codec::{encode_tombstone, encode_value};
 
     #[test]
     fn removes_at_or_past_the_limit_only() {

@@ -24,7 +24,7 @@ use std::panic::{self, AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
-use engine_api::error::{Error, Result};
+use tidemark_engine_api::error::{Error, Result};
 
 thread_local! {
     /// How many [`catch_panic`] calls are running on this thread (they may nest): the quiet hook
@@ -118,7 +118,7 @@ fn inside_contained() -> bool {
 /// do nothing.
 ///
 /// ```
-/// use disk::contain::{contained, contained_panics, quiet_contained_panics};
+/// use tidemark_disk::contain::{contained, contained_panics, quiet_contained_panics};
 ///
 /// quiet_contained_panics();
 /// // Prints nothing on stderr: the panic is an error naming the operation and the message.

@@ -34,8 +34,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(any(test, feature = "testing"))]
-use engine_api::error::Error;
-use engine_api::error::Result;
+use tidemark_engine_api::error::Error;
+use tidemark_engine_api::error::Result;
 
 use crate::sweeper::SweepTotals;
 

@@ -1,9 +1,9 @@
 //! # Tidemark disk toolkit
 //!
-//! What the disk backends (RocksDB, fjall, sled, redb) build on, over the contract of `engine_api`:
+//! What the disk backends (RocksDB, fjall, sled, redb) build on, over the contract of `tidemark_engine_api`:
 //!
 //! - the one skeleton every disk backend shares: [`DiskEngine`] implements the whole
-//!   [`Engine`](engine_api::Engine) contract over a backend's [`Storage`] primitives
+//!   [`Engine`](tidemark_engine_api::Engine) contract over a backend's [`Storage`] primitives
 //!   ([`StorageInit`], [`ReclaimRequest`], [`ReclaimWork`], [`LiveEntries`]), with its
 //!   metadata keys ([`meta`]);
 //! - the range-scan [`sweeper`] loop of the B-tree backends (sled, redb) and the [`turns`] that

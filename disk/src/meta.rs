@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use engine_api::codec::FORMAT_VERSION;
-use engine_api::error::{Error, Result};
+use tidemark_engine_api::codec::FORMAT_VERSION;
+use tidemark_engine_api::error::{Error, Result};
 
 /// One persisted metadata value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -19,17 +19,17 @@ use crate::contain::{catch_panic, contained};
 use crate::layout::{self, FileStart};
 use crate::sweeper::SweepTotals;
 use crate::turns::WriterTurns;
-use engine_api::batch::{WriteBatch, validate_key};
-use engine_api::codec;
-use engine_api::covered::{self, CoveredRuns};
-use engine_api::engine::Engine;
-use engine_api::error::{Error, Result};
-use engine_api::options::EngineOptions;
-use engine_api::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use engine_api::stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
-use engine_api::sync;
-use engine_api::verify::{Verifier, VerifyReport};
-use engine_api::watermark::{self, ProgressCell, reclaim_threshold};
+use tidemark_engine_api::batch::{WriteBatch, validate_key};
+use tidemark_engine_api::codec;
+use tidemark_engine_api::covered::{self, CoveredRuns};
+use tidemark_engine_api::engine::Engine;
+use tidemark_engine_api::error::{Error, Result};
+use tidemark_engine_api::options::EngineOptions;
+use tidemark_engine_api::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+use tidemark_engine_api::stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
+use tidemark_engine_api::sync;
+use tidemark_engine_api::verify::{Verifier, VerifyReport};
+use tidemark_engine_api::watermark::{self, ProgressCell, reclaim_threshold};
 
 use crate::layout::high_water::{self, HighWater};
 use crate::meta::{self, MetaKey};
@@ -77,7 +77,7 @@ impl StorageInit<'_> {
 /// The [`Engine`] contract over a backend's [`Storage`].
 ///
 /// Backends wrap it in their own engine type (which adds backend diagnostics) and forward the
-/// trait with [`forward_engine!`](engine_api::forward_engine).
+/// trait with [`forward_engine!`](tidemark_engine_api::forward_engine).
 ///
 /// Every call into the storage runs contained ([`crate::contain`]), inside the locks it needs,
 /// so a panic of the storage engine never unwinds through a lock guard (nothing is poisoned)
@@ -102,7 +102,7 @@ pub struct DiskEngine<S: Storage> {
     turns: WriterTurns,
     last_sweep: Mutex<Option<SweepTotals>>,
     /// Covered entries and bytes, kept incrementally and persisted with the commits (see
-    /// [`engine_api::covered`]).
+    /// [`tidemark_engine_api::covered`]).
     covered: Mutex<CoveredRuns>,
     /// The last high-water record written (or found at open); its lock also serialises the
     /// writes of the record file.
@@ -135,9 +135,9 @@ impl<S: Storage> DiskEngine<S> {
     /// anything is written), opens the storage with `open`, then checks the format version (or
     /// writes it, durably, for a new store) and restores `W` and the applied end.
     ///
-    /// With an [`OpenMode`](engine_api::options::OpenMode) that does not create, the directory must
+    /// With an [`OpenMode`](tidemark_engine_api::options::OpenMode) that does not create, the directory must
     /// already hold a store of `S::BACKEND` ([`layout::check_directory`]: nothing is created);
-    /// with [`OpenMode::ReadOnly`](engine_api::options::OpenMode::ReadOnly) nothing is written, not
+    /// with [`OpenMode::ReadOnly`](tidemark_engine_api::options::OpenMode::ReadOnly) nothing is written, not
     /// even the format version of a store that lacks one, and every write is refused with
     /// [`Error::ReadOnly`].
     pub fn open(
@@ -559,7 +559,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
         S::BACKEND
     }
 
-    fn reclaim_cost(&self) -> engine_api::ReclaimCost {
+    fn reclaim_cost(&self) -> tidemark_engine_api::ReclaimCost {
         S::RECLAIM_COST
     }
 

@@ -2,10 +2,10 @@
 
 use crate::sweeper::SweepTotals;
 use crate::turns::WriterTurns;
-use engine_api::batch::Record;
-use engine_api::covered::MetaRow;
-use engine_api::error::Result;
-use engine_api::verify::Verifier;
+use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::covered::MetaRow;
+use tidemark_engine_api::error::Result;
+use tidemark_engine_api::verify::Verifier;
 
 use crate::meta::MetaKey;
 
@@ -14,7 +14,7 @@ use crate::meta::MetaKey;
 pub struct ReclaimRequest<'a> {
     /// Remove every entry with `offset < threshold`, and nothing else.
     pub threshold: u64,
-    /// `true` for [`Engine::reclaim_below`](engine_api::Engine::reclaim_below): the threshold ignores
+    /// `true` for [`Engine::reclaim_below`](tidemark_engine_api::Engine::reclaim_below): the threshold ignores
     /// the retention distance. A storage whose reclamation reads its threshold from elsewhere (a
     /// compaction filter reading `W − D`) must put `threshold` in force for this call.
     pub purge: bool,
@@ -40,7 +40,7 @@ pub struct ReclaimWork {
     /// Bytes on disk after.
     pub bytes_after: u64,
     /// Bytes the reclaim wrote, when the storage measures it (see
-    /// [`ReclaimReport::bytes_rewritten`](engine_api::ReclaimReport::bytes_rewritten)).
+    /// [`ReclaimReport::bytes_rewritten`](tidemark_engine_api::ReclaimReport::bytes_rewritten)).
     pub bytes_rewritten: Option<u64>,
     /// Row-level detail when the storage reclaims with the shared sweeper.
     pub sweep: Option<SweepTotals>,
@@ -66,7 +66,7 @@ pub trait Storage: Send + Sync + 'static {
     const BACKEND: &'static str;
 
     /// What a reclaim of this storage costs (the engine declares it to the scheduler).
-    const RECLAIM_COST: engine_api::ReclaimCost;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost;
 
     /// The stored bytes of a metadata value, `None` when absent.
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>>;
@@ -163,14 +163,14 @@ pub trait Storage: Send + Sync + 'static {
     }
 
     /// Waits until the space work this storage's reclaims left to the background has finished
-    /// ([`Engine::wait_for_background_work`](engine_api::Engine::wait_for_background_work)).
+    /// ([`Engine::wait_for_background_work`](tidemark_engine_api::Engine::wait_for_background_work)).
     /// The default has none to wait for.
     fn wait_for_background_work(&self) -> Result<()> {
         Ok(())
     }
 
     /// Rebuilds since open that gave the store's space back to the file system
-    /// ([`CounterSnapshot::space_rebuilds`](engine_api::CounterSnapshot::space_rebuilds)). The
+    /// ([`CounterSnapshot::space_rebuilds`](tidemark_engine_api::CounterSnapshot::space_rebuilds)). The
     /// default has none.
     fn space_rebuilds(&self) -> u64 {
         0

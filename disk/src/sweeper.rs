@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use crate::fault::Faults;
 use crate::turns::{MAX_YIELD, WriterTurns};
-use engine_api::codec::{self, Decoded};
-use engine_api::error::Result;
-pub use engine_api::offset_index::{index_key, index_upper_bound, parse_index_key};
-use engine_api::options::EngineOptions;
+use tidemark_engine_api::codec::{self, Decoded};
+use tidemark_engine_api::error::Result;
+pub use tidemark_engine_api::offset_index::{index_key, index_upper_bound, parse_index_key};
+use tidemark_engine_api::options::EngineOptions;
 
 /// What to do with one index row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +172,7 @@ pub const FIRST_TIMED_CHUNK_ROWS: usize = 16;
 ///
 /// ```
 /// use std::time::Duration;
-/// use disk::sweeper::ChunkSizer;
+/// use tidemark_disk::sweeper::ChunkSizer;
 ///
 /// let mut sizer = ChunkSizer::new(4096, Some(Duration::from_millis(1)));
 /// assert_eq!(sizer.rows(), 16);

@@ -1,10 +1,10 @@
 //! Process-wide slots created on first use, under the workspace's lock policy
-//! ([`engine_api::sync`]: a poisoned lock is [`Error::Poisoned`](engine_api::Error::Poisoned)).
+//! ([`tidemark_engine_api::sync`]: a poisoned lock is [`Error::Poisoned`](tidemark_engine_api::Error::Poisoned)).
 
 use std::sync::Mutex;
 
-use engine_api::error::Result;
-use engine_api::sync::lock;
+use tidemark_engine_api::error::Result;
+use tidemark_engine_api::sync::lock;
 
 /// The value in a process-wide `slot`, created by `init` on first use (a failed `init` leaves
 /// the slot empty for the next call to try again). The backends' default contexts live in such

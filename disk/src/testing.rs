@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use engine_api::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 use crate::backend::{BackendContext, DiskBackend};
 use crate::storage::Storage;

@@ -22,7 +22,7 @@ pub const MAX_YIELD: Duration = Duration::from_millis(100);
 /// Announced and finished writers, and a way to wait for them.
 ///
 /// ```
-/// use disk::turns::{MAX_YIELD, WriterTurns};
+/// use tidemark_disk::turns::{MAX_YIELD, WriterTurns};
 ///
 /// let turns = WriterTurns::default();
 /// let turn = turns.announce(); // a writer, before it takes the write lock

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use engine_api::watermark::reclaim_threshold;
+use tidemark_engine_api::watermark::reclaim_threshold;
 
 use crate::compaction_policy::ThresholdSupplier;
 

@@ -121,7 +121,7 @@ pub trait OpenEngine: Engine + Sized {
 /// apply lookup)` forwards only the listed ones (write the others by hand in the same `impl`).
 ///
 /// ```
-/// use engine_api::{Engine, EngineStats, MemoryEngine, Result, forward_engine};
+/// use tidemark_engine_api::{Engine, EngineStats, MemoryEngine, Result, forward_engine};
 ///
 /// /// Reports every stat as the inner engine does, but with the counters zeroed.
 /// struct Quiet {
@@ -140,7 +140,7 @@ pub trait OpenEngine: Engine + Sized {
 /// let quiet = Quiet { inner: MemoryEngine::new(Default::default()) };
 /// quiet.put(b"k", b"v", 0)?;
 /// assert_eq!(quiet.stats()?.counters.applied, 0);
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[macro_export]
 macro_rules! forward_engine {

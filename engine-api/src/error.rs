@@ -50,7 +50,7 @@ pub enum Error {
     },
     /// A write may have been left half done: a flush that followed a committed write failed
     /// (sled), so writes already visible may not be durable, or the storage engine panicked
-    /// during a call that writes (any disk backend; see `disk::contain`). Every later write,
+    /// during a call that writes (any disk backend; see `tidemark_disk::contain`). Every later write,
     /// watermark change, reclaim and flush returns this until the store is reopened: a retry
     /// would otherwise be acknowledged without being durable, or write over what the panic left.
     /// Lookups and stats keep working. Reopening restores exactly what is durable; replay the

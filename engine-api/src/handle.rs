@@ -16,14 +16,14 @@ use crate::engine::Engine;
 /// ```
 /// use std::sync::Arc;
 ///
-/// use engine_api::{Engine, EngineHandle, EngineOptions, MemoryEngine};
+/// use tidemark_engine_api::{Engine, EngineHandle, EngineOptions, MemoryEngine};
 ///
 /// let engine = Arc::new(MemoryEngine::new(EngineOptions::default()));
 /// let handle = EngineHandle::from(Arc::clone(&engine));
 /// handle.put(b"k", b"v", 0)?;
 /// assert_eq!(engine.applied_end(), 1); // the same engine
 /// assert_eq!(handle.clone().backend_name(), "memory");
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct EngineHandle(Arc<dyn Engine>);

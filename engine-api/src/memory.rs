@@ -30,7 +30,7 @@ struct State {
 /// The reference engine. Nothing is persisted: it cannot be reopened.
 ///
 /// ```
-/// use engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine};
+/// use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine};
 ///
 /// let engine = MemoryEngine::new(EngineOptions::default());
 /// engine.put(b"k", b"v1", 0)?;
@@ -38,7 +38,7 @@ struct State {
 /// engine.advance_watermark(5)?;
 /// assert_eq!(engine.reclaim()?.removed(), 0); // k@5 is not covered by W = 5
 /// assert_eq!(engine.lookup(b"k")?, LocalLookup::Value { offset: 5, bytes: b"v2".to_vec() });
-/// # Ok::<(), engine_api::Error>(())
+/// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 #[derive(Debug, Default)]
 pub struct MemoryEngine {

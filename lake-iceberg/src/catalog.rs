@@ -186,7 +186,7 @@ impl DirectoryCatalog {
         let location = location.to_string();
         crate::durable::sync_file(&location)?;
         let dir = self.metadata_dir();
-        disk::layout::write_file_atomically(&dir, POINTER, location.as_bytes())
+        tidemark_disk::layout::write_file_atomically(&dir, POINTER, location.as_bytes())
             .map_err(|e| lake_error("cannot replace the lake table's pointer", e))?;
         let metadata = Arc::new(metadata);
         *self.cached.lock().unwrap_or_else(PoisonError::into_inner) =

@@ -402,7 +402,7 @@ mod tests {
 
     #[tokio::test]
     async fn indexes_beyond_the_capacity_evict_others_and_are_read_again() {
-        use engine_api::batch::Record;
+        use tidemark_engine_api::batch::Record;
 
         let dir = tempfile::tempdir().unwrap();
         let lake = crate::lake::IcebergLake::open(dir.path()).await.unwrap();

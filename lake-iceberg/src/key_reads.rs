@@ -248,7 +248,7 @@ pub(crate) async fn versions(
 
 #[cfg(test)]
 mod tests {
-    use engine_api::batch::Record;
+    use tidemark_engine_api::batch::Record;
 
     use tidemark_bucket::{LakeLookuper, LakeSnapshot};
 

@@ -32,8 +32,8 @@ const TABLE_NAME: &str = "lake";
 /// process writes a table.
 ///
 /// ```
-/// use engine_api::WriteBatch;
-/// use lake_iceberg::IcebergLake;
+/// use tidemark_engine_api::WriteBatch;
+/// use tidemark_lake_iceberg::IcebergLake;
 /// use tidemark_bucket::LakeLookuper;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {

@@ -318,7 +318,7 @@ impl LakeLookuper for IcebergLookuper {
 
 #[cfg(test)]
 mod tests {
-    use engine_api::batch::Record;
+    use tidemark_engine_api::batch::Record;
 
     use super::*;
 

@@ -371,7 +371,7 @@ fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use engine_api::batch::Record;
+    use tidemark_engine_api::batch::Record;
     use tidemark_bucket::{LakeLookuper, LakeSnapshot};
 
     use super::*;

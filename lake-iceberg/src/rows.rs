@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow_array::Array as _;
 use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, BooleanArray, Int64Array, LargeBinaryArray, RecordBatch};
-use engine_api::batch::Record;
+use tidemark_engine_api::batch::Record;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use tidemark_bucket::{Error, Result};
 

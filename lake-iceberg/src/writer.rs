@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use engine_api::batch::Record;
+use tidemark_engine_api::batch::Record;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use tidemark_bucket::{Error, LakeSnapshot, Result};
 

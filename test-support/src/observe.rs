@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use engine_api::{Engine, EngineHandle, ReclaimReport, Result, forward_engine};
+use tidemark_engine_api::{Engine, EngineHandle, ReclaimReport, Result, forward_engine};
 
 /// One reclaim that completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl Engine for Observed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine_api::{EngineOptions, MemoryEngine, WriteBatch};
+    use tidemark_engine_api::{EngineOptions, MemoryEngine, WriteBatch};
 
     #[test]
     fn reclaims_are_recorded_timed_and_seen_by_an_overlapping_stretch() {

@@ -6,7 +6,7 @@
 /// for workload generation, and no dependency.
 ///
 /// ```
-/// use test_support::rng::SplitMix64;
+/// use tidemark_test_support::rng::SplitMix64;
 ///
 /// let (mut a, mut b) = (SplitMix64::new(7), SplitMix64::new(7));
 /// assert_eq!(a.next_u64(), b.next_u64()); // same seed, same stream

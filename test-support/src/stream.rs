@@ -8,7 +8,7 @@
 //! - [`SeededStream`]: puts and deletes over a key space, drawn from a seed, each value naming
 //!   the offset that wrote it (`tidemark compare`'s).
 
-use engine_api::{Record, WriteBatch};
+use tidemark_engine_api::{Record, WriteBatch};
 
 use crate::history::Answer;
 use crate::rng::SplitMix64;

@@ -8,8 +8,8 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use disk::{BackendContext, DiskBackend};
-use engine_api::{EngineHandle, EngineOptions, Error, Result};
+use tidemark_disk::{BackendContext, DiskBackend};
+use tidemark_engine_api::{EngineHandle, EngineOptions, Error, Result};
 
 use crate::registry;
 
@@ -91,7 +91,7 @@ impl Backend {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn detect(path: &Path) -> Result<Backend> {
-        let marker = disk::layout::read_marker(path)?;
+        let marker = tidemark_disk::layout::read_marker(path)?;
         Self::ALL
             .into_iter()
             .find(|b| b.name() == marker.backend)
@@ -124,7 +124,7 @@ impl Backend {
     /// Opens (by default creating) a bucket of this backend at `path`, taking shared, per-process
     /// resources from `config` (set it up once and pass it to every open).
     ///
-    /// `options.open_mode` ([`OpenMode`](engine_api::OpenMode)) decides whether a missing store
+    /// `options.open_mode` ([`OpenMode`](tidemark_engine_api::OpenMode)) decides whether a missing store
     /// is created (the default), or the open requires an existing one (read-write or read-only)
     /// and creates nothing.
     ///
@@ -166,7 +166,7 @@ impl Backend {
                     path = %path.display(),
                     "the memory backend keeps nothing on disk and ignores the path"
                 );
-                Ok(EngineHandle::new(engine_api::MemoryEngine::new(options)))
+                Ok(EngineHandle::new(tidemark_engine_api::MemoryEngine::new(options)))
             }
             disk => registry::visit(
                 disk,
@@ -340,7 +340,7 @@ impl FromStr for Backend {
 mod tests {
     use super::*;
 
-    use engine_api::Engine;
+    use tidemark_engine_api::Engine;
 
     #[test]
     fn memory_ignores_the_path_and_opens_fresh() {
@@ -405,7 +405,7 @@ mod tests {
         let unknown = dir.path().join("unknown");
         std::fs::create_dir(&unknown).unwrap();
         std::fs::write(
-            unknown.join(disk::layout::MARKER_FILE),
+            unknown.join(tidemark_disk::layout::MARKER_FILE),
             "backend=leveldb\nformat=1\n",
         )
         .unwrap();
@@ -418,8 +418,8 @@ mod tests {
     fn memory_has_no_existing_store_to_open() {
         let dir = tempfile::tempdir().unwrap();
         for mode in [
-            engine_api::OpenMode::MustExist,
-            engine_api::OpenMode::ReadOnly,
+            tidemark_engine_api::OpenMode::MustExist,
+            tidemark_engine_api::OpenMode::ReadOnly,
         ] {
             let options = EngineOptions::default().with_open_mode(mode);
             let err = Backend::Memory.open(dir.path(), options).unwrap_err();

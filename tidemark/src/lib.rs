@@ -6,7 +6,7 @@
 //! incrementally — by a compaction filter on RocksDB, by a range-scan sweeper on sled and redb —
 //! while lookups fall back to the lake only on a true local miss.
 //!
-//! This facade re-exports what a host needs of the engine contract (`engine_api`: the
+//! This facade re-exports what a host needs of the engine contract (`tidemark_engine_api`: the
 //! [`Engine`] trait and [`EngineHandle`], [`WriteBatch`] and [`Record`], [`EngineOptions`], the
 //! outcomes, statistics and errors, the [`MemoryEngine`], the [`VerifyReport`]), the bucket
 //! layer (`tidemark_bucket`: [`HistoricalBucket`], [`ReclaimScheduler`], [`MemoryLake`]), the
@@ -79,40 +79,40 @@ pub struct ReadmeDoctests;
 
 pub use backend::{Backend, BackendConfig};
 /// The two traits every disk backend implements: generic code opens any backend through them.
-pub use disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend};
 
 // The engine contract, as a host uses it.
 // The engine trait a host calls, how a backend is opened, and the shared handle to one.
-pub use engine_api::{Engine, EngineHandle, OpenEngine, ReclaimCost, forward_engine};
+pub use tidemark_engine_api::{Engine, EngineHandle, OpenEngine, ReclaimCost, forward_engine};
 // What a host writes: batches of records tagged with their WAL offsets, and their limits.
-pub use engine_api::{MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record, WriteBatch};
+pub use tidemark_engine_api::{MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record, WriteBatch};
 // How an engine is opened.
-pub use engine_api::{EngineOptions, OpenMode};
+pub use tidemark_engine_api::{EngineOptions, OpenMode};
 // What each call reports.
-pub use engine_api::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+pub use tidemark_engine_api::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
 // Statistics and the O(1) reclaim estimate.
-pub use engine_api::{CounterSnapshot, Covered, EngineStats, Reclaimable};
+pub use tidemark_engine_api::{CounterSnapshot, Covered, EngineStats, Reclaimable};
 // The one error type and its result alias.
-pub use engine_api::{Error, Result};
+pub use tidemark_engine_api::{Error, Result};
 // The in-memory reference engine.
-pub use engine_api::MemoryEngine;
+pub use tidemark_engine_api::MemoryEngine;
 // The offline consistency check's report.
-pub use engine_api::verify::{Example, Finding};
-pub use engine_api::{Damage, VerifyReport};
+pub use tidemark_engine_api::verify::{Example, Finding};
+pub use tidemark_engine_api::{Damage, VerifyReport};
 // How a key appears in messages and reports (readable when printable, hex otherwise).
-pub use engine_api::display::display_key;
+pub use tidemark_engine_api::display::display_key;
 
 /// The opt-in panic hook of the disk backends' containment: a host that calls
 /// [`quiet_contained_panics`](contain::quiet_contained_panics) once at startup no longer sees
 /// the default hook's message for a storage engine panic that was turned into an error.
 pub mod contain {
-    pub use disk::contain::{ContainedPanics, contained_panics, quiet_contained_panics};
+    pub use tidemark_disk::contain::{ContainedPanics, contained_panics, quiet_contained_panics};
 }
 
 /// The process's file-descriptor limit, which the disk backends' budgets admit buckets against:
 /// a host raises it here (or with `ulimit -n`) before opening many buckets.
 pub mod process {
-    pub use disk::process::{FdLimit, fd_limit, set_fd_limit, set_fd_soft_limit};
+    pub use tidemark_disk::process::{FdLimit, fd_limit, set_fd_limit, set_fd_soft_limit};
 }
 pub use tidemark_bucket::{
     BucketId, BucketStats, HistoricalBucket, LakeLookuper, LakeSnapshot, LakeTimeouts, MemoryLake,
@@ -128,21 +128,21 @@ pub use tidemark_bucket as bucket;
 
 /// The sled backend.
 #[cfg(feature = "sled")]
-pub use backend_sled as sled;
+pub use tidemark_backend_sled as sled;
 
 /// The redb backend.
 #[cfg(feature = "redb")]
-pub use backend_redb as redb;
+pub use tidemark_backend_redb as redb;
 
 /// The RocksDB backend.
 #[cfg(feature = "rocksdb")]
-pub use backend_rocksdb as rocksdb;
+pub use tidemark_backend_rocksdb as rocksdb;
 
 /// The fjall backend.
 #[cfg(feature = "fjall")]
-pub use backend_fjall as fjall;
+pub use tidemark_backend_fjall as fjall;
 
 /// The Apache Iceberg lake: tiering writer, lookuper, expiry and compaction (cargo feature
 /// `iceberg`).
 #[cfg(feature = "iceberg")]
-pub use lake_iceberg as iceberg;
+pub use tidemark_lake_iceberg as iceberg;

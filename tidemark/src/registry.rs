@@ -2,8 +2,8 @@
 //! implements it. A new backend is one arm here (plus its variant, name and cargo feature in
 //! [`Backend`]); everything else reaches it through [`DiskBackend`].
 
-use disk::DiskBackend;
-use engine_api::{Error, Result};
+use tidemark_disk::DiskBackend;
+use tidemark_engine_api::{Error, Result};
 
 use crate::Backend;
 
@@ -31,13 +31,13 @@ pub(crate) trait Visit {
 pub(crate) fn visit<V: Visit>(backend: Backend, visit: V) -> Result<V::Output> {
     match backend {
         #[cfg(feature = "sled")]
-        Backend::Sled => visit.visit::<backend_sled::Sled>(),
+        Backend::Sled => visit.visit::<tidemark_backend_sled::Sled>(),
         #[cfg(feature = "redb")]
-        Backend::Redb => visit.visit::<backend_redb::Redb>(),
+        Backend::Redb => visit.visit::<tidemark_backend_redb::Redb>(),
         #[cfg(feature = "rocksdb")]
-        Backend::RocksDb => visit.visit::<backend_rocksdb::RocksDb>(),
+        Backend::RocksDb => visit.visit::<tidemark_backend_rocksdb::RocksDb>(),
         #[cfg(feature = "fjall")]
-        Backend::Fjall => visit.visit::<backend_fjall::Fjall>(),
+        Backend::Fjall => visit.visit::<tidemark_backend_fjall::Fjall>(),
         other => {
             drop(visit);
             Err(not_compiled(other))

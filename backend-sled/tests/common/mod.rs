@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use backend_sled::SledEngine;
-use engine_api::{EngineOptions, OpenEngine, WriteBatch};
+use tidemark_backend_sled::SledEngine;
+use tidemark_engine_api::{EngineOptions, OpenEngine, WriteBatch};
 
 /// Opens with fast (unsynced) writes; durability is tested separately through reopen.
 pub fn open_fast(dir: &Path) -> SledEngine {
@@ -31,7 +31,7 @@ pub fn key(offset: u64) -> Vec<u8> {
 pub fn raw_db(dir: &Path) -> sled::Db {
     let mut attempts = 0;
     loop {
-        match sled::open(dir.join(backend_sled::DB_SUBDIR)) {
+        match sled::open(dir.join(tidemark_backend_sled::DB_SUBDIR)) {
             Ok(db) => return db,
             Err(e) if attempts < 1000 => {
                 attempts += 1;

@@ -20,7 +20,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use disk::process::{self, ProcessUsage};
+use tidemark_disk::process::{self, ProcessUsage};
 use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions, LocalLookup, Result};
 
 #[derive(Debug, Parser)]

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lake_iceberg::{IcebergLake, IcebergLookuper, LookuperCounters};
-use test_support::rng::SplitMix64;
+use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, LookuperCounters};
+use tidemark_test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, LakeLookuper, LakeSnapshot, Progress};
 use tidemark::{Backend, BucketStats, EngineOptions, Record, WriteBatch};
 

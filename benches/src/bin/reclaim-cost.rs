@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use test_support::observe::{Observed, ReclaimLog};
-use test_support::rng::SplitMix64;
+use tidemark_test_support::observe::{Observed, ReclaimLog};
+use tidemark_test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, MemoryLake, ReclaimScheduler, SchedulerConfig};
 use tidemark::{Backend, EngineHandle, EngineOptions, WriteBatch};
 

@@ -13,8 +13,8 @@ use super::HistoricalBucket;
 use super::lake_call::LakeCall;
 use super::stats::bump;
 use crate::error::{Error, Result};
-use engine_api::engine::Engine;
-use engine_api::outcome::LocalLookup;
+use tidemark_engine_api::engine::Engine;
+use tidemark_engine_api::outcome::LocalLookup;
 
 /// What the local store says about one key.
 enum Local {
@@ -104,7 +104,7 @@ impl HistoricalBucket {
                     blocked
                         .into_iter()
                         .map(|(i, key)| Ok((i, engine.lookup(&key)?)))
-                        .collect::<engine_api::Result<Vec<_>>>()
+                        .collect::<tidemark_engine_api::Result<Vec<_>>>()
                 })
                 .await?;
             for (i, local) in looked_up {

@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::{Error, Result};
 use crate::lake::{LakeLookuper, LakeSnapshot};
 use crate::scheduler::{BucketId, ReclaimScheduler};
-use engine_api::batch::WriteBatch;
-use engine_api::engine::Engine;
-use engine_api::handle::EngineHandle;
-use engine_api::outcome::ApplyOutcome;
-use engine_api::sync;
+use tidemark_engine_api::batch::WriteBatch;
+use tidemark_engine_api::engine::Engine;
+use tidemark_engine_api::handle::EngineHandle;
+use tidemark_engine_api::outcome::ApplyOutcome;
+use tidemark_engine_api::sync;
 
 pub use lake_call::LakeTimeouts;
 pub use progress::Progress;
@@ -52,7 +52,7 @@ struct Reclaim {
 /// ```
 /// use std::sync::Arc;
 ///
-/// use engine_api::{Engine, EngineHandle, EngineOptions, MemoryEngine, WriteBatch};
+/// use tidemark_engine_api::{Engine, EngineHandle, EngineOptions, MemoryEngine, WriteBatch};
 /// use tidemark_bucket::{HistoricalBucket, MemoryLake};
 ///
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
@@ -224,7 +224,7 @@ impl HistoricalBucket {
     async fn blocking<T, F>(&self, call: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&EngineHandle) -> engine_api::Result<T> + Send + 'static,
+        F: FnOnce(&EngineHandle) -> tidemark_engine_api::Result<T> + Send + 'static,
     {
         let engine = self.engine.clone();
         let result = tokio::task::spawn_blocking(move || call(&engine))

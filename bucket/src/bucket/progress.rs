@@ -9,10 +9,10 @@ use super::stats::bump;
 use crate::error::{Error, Result};
 use crate::lake::LakeSnapshot;
 use crate::scheduler::Requested;
-use engine_api::engine::Engine;
-use engine_api::outcome::WatermarkUpdate;
-use engine_api::sync;
-use engine_api::watermark::plan_adopt;
+use tidemark_engine_api::engine::Engine;
+use tidemark_engine_api::outcome::WatermarkUpdate;
+use tidemark_engine_api::sync;
+use tidemark_engine_api::watermark::plan_adopt;
 
 /// What [`HistoricalBucket::on_lake_progress`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::faults::LakeFaults;
 use super::{LakeLookuper, LakeSnapshot};
 use crate::error::{Error, Result};
-use engine_api::batch::{Record, WriteBatch};
+use tidemark_engine_api::batch::{Record, WriteBatch};
 
 /// One committed snapshot: the latest value of every live key among the records below its end.
 #[derive(Debug, Default)]
@@ -111,7 +111,7 @@ struct AtomicLakeCounters {
 ///
 /// ```
 /// use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
-/// use engine_api::WriteBatch;
+/// use tidemark_engine_api::WriteBatch;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 /// let lake = MemoryLake::new();

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 #[cfg(doc)]
-use engine_api::Engine;
-use engine_api::ReclaimCost;
+use tidemark_engine_api::Engine;
+use tidemark_engine_api::ReclaimCost;
 
 use super::policy::ReclaimPolicy;
 

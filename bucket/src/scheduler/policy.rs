@@ -8,9 +8,9 @@
 //! most 2 bytes written and read per byte reclaimed). A direct `Engine::reclaim` ignores the
 //! policy: the contract holds whoever calls it.
 
-use engine_api::Reclaimable;
+use tidemark_engine_api::Reclaimable;
 
-/// The skip rule for one reclaim cost model ([`engine_api::ReclaimCost`]).
+/// The skip rule for one reclaim cost model ([`tidemark_engine_api::ReclaimCost`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReclaimPolicy {
     /// Fewer covered entries than this: skip. 0 with a ratio of 0 never skips (and never reads
@@ -67,7 +67,7 @@ impl ReclaimPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine_api::Covered;
+    use tidemark_engine_api::Covered;
 
     fn estimate(entries: u64, bytes: u64, stored: u64) -> Reclaimable {
         Reclaimable {

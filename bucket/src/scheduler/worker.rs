@@ -12,7 +12,7 @@ use super::policy::Verdict;
 use super::slot::Slot;
 use super::stats::Event;
 use crate::error::Error;
-use engine_api::Engine;
+use tidemark_engine_api::Engine;
 
 /// Decrements the live-worker count when the worker ends, however it ends.
 pub(crate) struct AliveGuard(pub(crate) Arc<watch::Sender<usize>>);

@@ -1,8 +1,8 @@
 //! A path that holds no store: every command refuses with a clear error on stderr, exit 2, and
 //! leaves the path exactly as it was.
 
-use conformance::cases::util::file_snapshot;
-use disk::layout;
+use tidemark_conformance::cases::util::file_snapshot;
+use tidemark_disk::layout;
 
 use crate::support::{arg, disk_backends, tidemark};
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use conformance::cases::util::file_snapshot;
+use tidemark_conformance::cases::util::file_snapshot;
 use tidemark::{Backend, Engine, EngineOptions, WriteBatch};
 
 use crate::support::{arg, disk_backends, release_sled_lock, run_with, tidemark};
@@ -41,7 +41,7 @@ fn stats_json_parses_back_to_what_the_store_holds() {
             assert_eq!(v["schema"], "tidemark.stats/1");
             assert_eq!(v["path"], arg(&dir));
             assert_eq!(v["backend"], backend.name());
-            assert_eq!(v["format_version"], engine_api::codec::FORMAT_VERSION);
+            assert_eq!(v["format_version"], tidemark_engine_api::codec::FORMAT_VERSION);
             assert_eq!(
                 (v["watermark"].as_u64(), v["applied_end"].as_u64()),
                 (Some(6), Some(12))
@@ -79,7 +79,7 @@ fn stats_reads_like_a_report_not_a_debug_dump() {
         for line in [
             format!(
                 "backend       {backend} (format {})",
-                engine_api::codec::FORMAT_VERSION
+                tidemark_engine_api::codec::FORMAT_VERSION
             ),
             "watermark W   6".to_string(),
             "applied end   12".to_string(),

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use conformance::cases::util::noise;
-use conformance::factories::{RedbFactory, RocksDbFactory, SledFactory};
-use conformance::{EngineFactory, Harness};
-use disk::sweeper::index_key;
-use engine_api::codec;
+use tidemark_conformance::cases::util::noise;
+use tidemark_conformance::factories::{RedbFactory, RocksDbFactory, SledFactory};
+use tidemark_conformance::{EngineFactory, Harness};
+use tidemark_disk::sweeper::index_key;
+use tidemark_engine_api::codec;
 use tidemark::{Engine, WriteBatch};
 
 use crate::support::{arg, release_sled_lock, tidemark};

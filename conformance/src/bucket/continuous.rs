@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use engine_api::Engine;
+use tidemark_engine_api::Engine;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::Progress;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};

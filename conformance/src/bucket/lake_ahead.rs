@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use engine_api::{Engine, Record, WriteBatch};
+use tidemark_engine_api::{Engine, Record, WriteBatch};
 use tidemark_bucket::lake::LakeSnapshot;
 use tidemark_bucket::{HistoricalBucket, Progress};
 

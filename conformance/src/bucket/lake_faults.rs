@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::{Engine, LocalLookup};
+use tidemark_engine_api::{Engine, LocalLookup};
 use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
 use tidemark_bucket::{HistoricalBucket, LakeTimeouts, Progress};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use engine_api::Record;
+use tidemark_engine_api::Record;
 use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 
 /// A lake table as a scenario drives it: the host's WAL goes in, snapshots are committed,
@@ -176,8 +176,8 @@ mod iceberg {
     use std::sync::Arc;
 
     use async_trait::async_trait;
-    use engine_api::Record;
-    use lake_iceberg::{IcebergLake, IcebergLookuper, TieringWriter};
+    use tidemark_engine_api::Record;
+    use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, TieringWriter};
     use tempfile::TempDir;
     use tidemark_bucket::lake::LakeSnapshot;
 

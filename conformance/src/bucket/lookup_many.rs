@@ -1,6 +1,6 @@
 //! The batched read path: `lookup_many` answers every key as `lookup` does, with one lake call.
 
-use engine_api::Engine;
+use tidemark_engine_api::Engine;
 
 use super::support::{self, Wal, show};
 use crate::EngineFactory;

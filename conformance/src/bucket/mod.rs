@@ -9,9 +9,9 @@
 //!
 //! ```text
 //! mod sled {
-//!     conformance::engine_cases!(conformance::factories::SledFactory::new());
+//!     tidemark_conformance::engine_cases!(tidemark_conformance::factories::SledFactory::new());
 //!     mod bucket {
-//!         conformance::bucket_cases!(conformance::factories::SledFactory::new());
+//!         tidemark_conformance::bucket_cases!(tidemark_conformance::factories::SledFactory::new());
 //!     }
 //! }
 //! ```

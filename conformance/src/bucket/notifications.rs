@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use engine_api::Engine;
+use tidemark_engine_api::Engine;
 use tidemark_bucket::Error;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::Progress;
@@ -115,7 +115,7 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
                 Ok(v) => assert_eq!(v, wal.answer_at(&key, 100)),
                 Err(e) => {
                     assert!(matches!(e, Error::Lake { .. }), "{e}");
-                    assert_eq!(engine.lookup(&key).unwrap(), engine_api::LocalLookup::Miss);
+                    assert_eq!(engine.lookup(&key).unwrap(), tidemark_engine_api::LocalLookup::Miss);
                     lake_errors += 1;
                 }
             }

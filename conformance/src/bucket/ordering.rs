@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use engine_api::{Engine, LocalLookup};
+use tidemark_engine_api::{Engine, LocalLookup};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 

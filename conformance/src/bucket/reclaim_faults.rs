@@ -1,8 +1,8 @@
 //! A reclaim that fails midway under the scheduler: retried with backoff, counted, and never
 //! touching what is not covered.
 
-use disk::fault::FaultPoint;
-use engine_api::Engine;
+use tidemark_disk::fault::FaultPoint;
+use tidemark_engine_api::Engine;
 
 use super::support::{
     BUCKET, Site, Wal, assert_model, fresh_with, progress, runtime, scheduler, write,

@@ -1,7 +1,7 @@
 //! The scheduler's decision to reclaim reads the covered estimate: it must never skip a reclaim
 //! that pays for itself because the estimate read low.
 
-use engine_api::{Engine, LocalLookup, Record, WriteBatch};
+use tidemark_engine_api::{Engine, LocalLookup, Record, WriteBatch};
 use tidemark_bucket::{ReclaimScheduler, SchedulerConfig};
 
 use super::support::{BUCKET, Site, fresh_with, runtime};

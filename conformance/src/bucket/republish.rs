@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use engine_api::Engine;
+use tidemark_engine_api::Engine;
 use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 use tidemark_bucket::{HistoricalBucket, Progress};

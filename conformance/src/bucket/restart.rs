@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use engine_api::{Engine, LocalLookup};
+use tidemark_engine_api::{Engine, LocalLookup};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::LakeSnapshot;
 use tidemark_bucket::{Progress, ReclaimScheduler};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_api::{EngineOptions, Record, WriteBatch};
+use tidemark_engine_api::{EngineOptions, Record, WriteBatch};
 use tempfile::TempDir;
 use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
@@ -20,7 +20,7 @@ use crate::EngineFactory;
 pub type Bucket = HistoricalBucket;
 
 /// The workload generator every scenario uses, so every backend sees the same workload.
-pub use test_support::rng::SplitMix64 as Rng;
+pub use tidemark_test_support::rng::SplitMix64 as Rng;
 
 /// The key with index `i`.
 pub fn key(i: u64) -> Vec<u8> {
@@ -272,9 +272,9 @@ pub async fn progress<F: EngineFactory>(
 }
 
 /// Runs `Engine::reclaim` on a blocking thread.
-pub async fn reclaim<F: EngineFactory>(bucket: &Bucket) -> engine_api::ReclaimReport {
+pub async fn reclaim<F: EngineFactory>(bucket: &Bucket) -> tidemark_engine_api::ReclaimReport {
     let engine = bucket.engine().clone();
-    tokio::task::spawn_blocking(move || engine_api::Engine::reclaim(&*engine))
+    tokio::task::spawn_blocking(move || tidemark_engine_api::Engine::reclaim(&*engine))
         .await
         .unwrap()
         .unwrap_or_else(|e| panic!("{}: reclaim: {e}", F::NAME))

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use engine_api::{Engine, LocalLookup, Record};
+use tidemark_engine_api::{Engine, LocalLookup, Record};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 

@@ -1,6 +1,6 @@
 //! Records skipped as covered or already applied, and idempotent WAL replay.
 
-use engine_api::{ApplyOutcome, Engine, LocalLookup, Record, WriteBatch};
+use tidemark_engine_api::{ApplyOutcome, Engine, LocalLookup, Record, WriteBatch};
 
 use super::util::{assert_lookup, batch, key, payload, tombstone, value};
 use crate::{EngineFactory, Harness};

@@ -1,6 +1,6 @@
 //! Puts, lookups, overwrites, tombstones, sizes and flush.
 
-use engine_api::{Engine, LocalLookup, MAX_KEY_LEN, MAX_VALUE_LEN, Record};
+use tidemark_engine_api::{Engine, LocalLookup, MAX_KEY_LEN, MAX_VALUE_LEN, Record};
 
 use super::util::{assert_lookup, batch, noise, tombstone, value};
 use crate::{EngineFactory, Harness};

@@ -1,6 +1,6 @@
 //! Batches: all records applied in order, same-key ordering, gaps, empty batches.
 
-use engine_api::{ApplyOutcome, Engine, LocalLookup, Record};
+use tidemark_engine_api::{ApplyOutcome, Engine, LocalLookup, Record};
 
 use super::util::{assert_lookup, batch, key, payload, tombstone, value};
 use crate::{EngineFactory, Harness};

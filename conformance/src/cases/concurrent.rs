@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use engine_api::{Engine, EngineOptions, LocalLookup, Record, WriteBatch};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record, WriteBatch};
 
 use super::util::{SplitMix64, assert_lookup, key, payload, tombstone, value};
 use crate::{EngineFactory, Harness};

@@ -1,6 +1,6 @@
 //! Corrupt stored values: named by lookups, kept and counted by reclamation.
 
-use engine_api::{Engine, Error, LocalLookup, codec};
+use tidemark_engine_api::{Engine, Error, LocalLookup, codec};
 
 use super::util::{assert_lookup, key, payload, value};
 use crate::{EngineFactory, Harness};

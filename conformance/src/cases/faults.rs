@@ -1,10 +1,10 @@
-//! Injected storage faults ([`disk::fault`]): a commit that fails like a full disk, a
+//! Injected storage faults ([`tidemark_disk::fault`]): a commit that fails like a full disk, a
 //! watermark write that fails, a reclaim that fails midway. Nothing acknowledged is lost, nothing
 //! failed is half visible, and a retry succeeds. A storage call that panics fails the store
 //! until it is reopened, and poisons nothing.
 
-use disk::fault::{FaultPoint, Faults};
-use engine_api::{Engine, Error, LocalLookup, Record};
+use tidemark_disk::fault::{FaultPoint, Faults};
+use tidemark_engine_api::{Engine, Error, LocalLookup, Record};
 
 use super::util::{assert_lookup, batch, key, payload, value};
 use crate::{EngineFactory, Harness};

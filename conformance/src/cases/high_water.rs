@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use disk::high_water::{self, HIGH_WATER_FILE, HighWater};
-use engine_api::{Engine, EngineOptions, Error, OpenMode};
+use tidemark_disk::high_water::{self, HIGH_WATER_FILE, HighWater};
+use tidemark_engine_api::{Engine, EngineOptions, Error, OpenMode};
 
 use super::util::{assert_lookup, value};
 use crate::{EngineFactory, Harness};

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use engine_api::{Engine, EngineOptions, Error, LocalLookup};
-use test_support::rng::SplitMix64;
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup};
+use tidemark_test_support::rng::SplitMix64;
 
 use crate::EngineFactory;
 use crate::hostile::workload::acceptable;
@@ -316,7 +316,7 @@ fn write_after_damage<F: EngineFactory>(engine: &F::Engine, applied_end: u64) ->
     let key = b"after-damage";
     let bytes = b"written after the damage".to_vec();
     let mut done = Vec::new();
-    let mut note = |call: &str, result: engine_api::Result<()>| match result {
+    let mut note = |call: &str, result: tidemark_engine_api::Result<()>| match result {
         Ok(()) => done.push(format!("{call} ok")),
         Err(e) => {
             let kind = refusal_kind(&e).unwrap_or_else(|| {

@@ -13,7 +13,7 @@ const MAX_STEPS: usize = 64;
 
 /// Random bytes read as batches (keys and values of any length around the limits, offsets that
 /// jump, repeat, go backwards or reach `u64::MAX`), watermark requests and reclaims: every
-/// outcome and every key agree with [`engine_api::MemoryEngine`], and nothing panics.
+/// outcome and every key agree with [`tidemark_engine_api::MemoryEngine`], and nothing panics.
 pub fn hostile_batches_match_the_reference<F: EngineFactory>(factory: F) {
     let factory = std::sync::Arc::new(factory);
     let cases = configured_cases();

@@ -1,12 +1,12 @@
 //! Invalid input: rejected with `Error::InvalidInput`, nothing written.
 
-use engine_api::{Engine, Error, LocalLookup, MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record};
+use tidemark_engine_api::{Engine, Error, LocalLookup, MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record};
 
 use super::util::{assert_lookup, batch, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 #[track_caller]
-fn assert_invalid<T: std::fmt::Debug>(result: engine_api::Result<T>, needle: &str) {
+fn assert_invalid<T: std::fmt::Debug>(result: tidemark_engine_api::Result<T>, needle: &str) {
     match result {
         Err(Error::InvalidInput(msg)) => {
             assert!(
@@ -113,7 +113,7 @@ pub fn lookup_rejects_invalid_keys<F: EngineFactory>(factory: F) {
 pub fn lookup_inline_agrees_with_lookup<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    let mut b = engine_api::WriteBatch::new();
+    let mut b = tidemark_engine_api::WriteBatch::new();
     b.put("a", "1", 0).delete("b", 1).put("c", "3", 2);
     e.apply(&b).unwrap();
     assert_eq!(e.lookup_inline(b"a").unwrap(), Some(value(0, "1")));

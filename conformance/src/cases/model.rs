@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use engine_api::watermark::reclaim_threshold;
-use engine_api::{
+use tidemark_engine_api::watermark::reclaim_threshold;
+use tidemark_engine_api::{
     CounterSnapshot, Engine, EngineOptions, Error, LocalLookup, MemoryEngine, ReclaimReport,
     Record, WriteBatch,
 };
@@ -165,7 +165,7 @@ macro_rules! check_eq {
     }};
 }
 
-fn ok<T>(step: usize, what: &str, r: engine_api::Result<T>) -> Result<T, TestCaseError> {
+fn ok<T>(step: usize, what: &str, r: tidemark_engine_api::Result<T>) -> Result<T, TestCaseError> {
     r.map_err(|e| TestCaseError::fail(format!("step {step}: {what} failed: {e}")))
 }
 
@@ -369,8 +369,8 @@ fn covered_in(
     model: &MemoryEngine,
     threshold: u64,
     step: usize,
-) -> Result<engine_api::Covered, TestCaseError> {
-    let mut covered = engine_api::Covered::default();
+) -> Result<tidemark_engine_api::Covered, TestCaseError> {
+    let mut covered = tidemark_engine_api::Covered::default();
     for k in 0..KEY_SPACE {
         let key = key_bytes(k);
         let (offset, value_len) = match ok(step, "model lookup", model.lookup(&key))? {
@@ -380,7 +380,7 @@ fn covered_in(
         };
         if offset < threshold {
             covered.entries += 1;
-            covered.bytes += (key.len() + engine_api::codec::HEADER_LEN + value_len) as u64;
+            covered.bytes += (key.len() + tidemark_engine_api::codec::HEADER_LEN + value_len) as u64;
         }
     }
     Ok(covered)

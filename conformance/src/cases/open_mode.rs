@@ -1,8 +1,8 @@
 //! Opening existing stores (§ Engine contract / open): an open that must find a store creates
 //! nothing where there is none, and a read-only open reads everything and writes nothing.
 
-use disk::layout;
-use engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, Record};
+use tidemark_disk::layout;
+use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, Record};
 
 use super::util::{assert_lookup, batch, file_snapshot, tombstone, value};
 use crate::{EngineFactory, Harness};
@@ -12,7 +12,7 @@ fn modes() -> [OpenMode; 2] {
 }
 
 #[track_caller]
-fn assert_no_store<E>(result: engine_api::Result<E>, what: &str) {
+fn assert_no_store<E>(result: tidemark_engine_api::Result<E>, what: &str) {
     match result {
         Err(Error::NoStore { .. }) => {}
         Err(e) => panic!("{what}: expected NoStore, got {e}"),
@@ -83,7 +83,7 @@ pub fn read_only_open_reads_and_refuses_writes<F: EngineFactory>(factory: F) {
         if h.capabilities().exact_live_entries {
             assert_eq!(stats.live_entries, live);
         }
-        let refused = |what: &str, result: engine_api::Result<()>| match result {
+        let refused = |what: &str, result: tidemark_engine_api::Result<()>| match result {
             Err(Error::ReadOnly { .. }) => {}
             Err(e) => panic!("{what} on a read-only store: expected ReadOnly, got {e}"),
             Ok(()) => panic!("{what} on a read-only store succeeded"),

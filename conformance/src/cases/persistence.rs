@@ -1,6 +1,6 @@
 //! Reopening: data, watermark and applied end survive; reclaim works after reopen; directories.
 
-use engine_api::{Engine, Error, LocalLookup, Record};
+use tidemark_engine_api::{Engine, Error, LocalLookup, Record};
 
 use super::util::{assert_lookup, batch, tombstone, value};
 use crate::{EngineFactory, Harness};
@@ -177,7 +177,7 @@ pub fn foreign_directory_rejected<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let name = h.backend();
     let opts = h.options().clone();
-    let marker = disk::layout::MARKER_FILE;
+    let marker = tidemark_disk::layout::MARKER_FILE;
     let prepare = |dir: &str, file: &str, text: &str| {
         let path = h.scratch().join(dir);
         std::fs::create_dir_all(&path).unwrap();

@@ -1,6 +1,6 @@
 //! `reclaim`: exactly the covered values and tombstones, retention distance, no resurrection.
 
-use engine_api::{Engine, EngineOptions, LocalLookup, Record};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record};
 
 use super::util::{assert_lookup, batch, key, noise, payload, tombstone, value};
 use crate::{EngineFactory, Harness};

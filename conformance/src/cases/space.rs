@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use engine_api::{Engine, EngineOptions, LocalLookup, Record, WriteBatch};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record, WriteBatch};
 
 use super::util::{SplitMix64, assert_lookup, tombstone, value};
 use crate::{EngineFactory, Harness};

@@ -1,6 +1,6 @@
 //! `stats()`: watermark, applied end, sizes, live entries, covered estimate and counters.
 
-use engine_api::{CounterSnapshot, Engine, Record};
+use tidemark_engine_api::{CounterSnapshot, Engine, Record};
 
 use super::util::{batch, key, noise, payload};
 use crate::{EngineFactory, Harness};
@@ -54,8 +54,8 @@ pub fn stats_counters_match_operations<F: EngineFactory>(factory: F) {
     e.advance_watermark(14).unwrap();
     let r2 = e.reclaim().unwrap();
     assert_eq!((r2.values_removed, r2.tombstones_removed), (4, 2));
-    let freed = |r: &engine_api::ReclaimReport| r.bytes_before.saturating_sub(r.bytes_after);
-    let rewritten = |r: &engine_api::ReclaimReport| r.bytes_rewritten.unwrap_or(0);
+    let freed = |r: &tidemark_engine_api::ReclaimReport| r.bytes_before.saturating_sub(r.bytes_after);
+    let rewritten = |r: &tidemark_engine_api::ReclaimReport| r.bytes_rewritten.unwrap_or(0);
     let s = e.stats().unwrap();
     assert_eq!((s.watermark, s.applied_end), (14, 14));
     assert_eq!(
@@ -189,7 +189,7 @@ pub fn covered_estimate_never_low_with_repeated_offsets_and_gaps<F: EngineFactor
     assert_eq!(h.engine().reclaim().unwrap().removed(), 3, "{}", F::NAME);
 
     // Equal entries at 2, 2, 3, 3, 6: four of five covered by W = 4, four fifths of the bytes.
-    let e = h.open_sibling("second", engine_api::EngineOptions::default());
+    let e = h.open_sibling("second", tidemark_engine_api::EngineOptions::default());
     e.apply(&batch(
         [(b"p", 2), (b"q", 2), (b"r", 3), (b"s", 3), (b"t", 6)]
             .map(|(k, o)| Record::put(k.to_vec(), b"same".to_vec(), o)),
@@ -198,7 +198,7 @@ pub fn covered_estimate_never_low_with_repeated_offsets_and_gaps<F: EngineFactor
     e.advance_watermark(4).unwrap();
     check(&e, 4, "one batch with repeated offsets and a gap");
     let r = e.reclaimable().unwrap();
-    let entry = (1 + engine_api::codec::HEADER_LEN + 4) as u64;
+    let entry = (1 + tidemark_engine_api::codec::HEADER_LEN + 4) as u64;
     assert!(
         r.covered.bytes >= 4 * entry && r.garbage_ratio() >= 0.8 - 1e-9,
         "{}: {r:?} ratio {}",

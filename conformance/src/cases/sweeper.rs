@@ -5,8 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use disk::sweeper::SweepTotals;
-use engine_api::{Engine, EngineOptions, LocalLookup, Record};
+use tidemark_disk::sweeper::SweepTotals;
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record};
 
 use super::util::{batch, key};
 use crate::{EngineFactory, Harness};

@@ -9,7 +9,7 @@
 //! a power loss can leave less (the page cache itself), down to the last durable point, which
 //! the copies taken right after a watermark change show.
 
-use engine_api::{Engine, EngineOptions, LocalLookup, Record};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record};
 
 use super::util::{batch, key, payload, value};
 use crate::hostile::damage::copy_tree;

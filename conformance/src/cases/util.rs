@@ -3,8 +3,8 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use engine_api::{Engine, LocalLookup, Record, WriteBatch};
-pub use test_support::rng::SplitMix64;
+use tidemark_engine_api::{Engine, LocalLookup, Record, WriteBatch};
+pub use tidemark_test_support::rng::SplitMix64;
 
 /// `LocalLookup::Value`.
 pub fn value(offset: u64, bytes: impl Into<Vec<u8>>) -> LocalLookup {

@@ -1,8 +1,8 @@
 //! The offline consistency check (§ Engine contract / verify): a consistent store is clean and
 //! counted; each kind of damage is found, with its keys, and nothing else; nothing is changed.
 
-use disk::sweeper::index_key;
-use engine_api::{Damage, Engine, Record, VerifyReport, codec};
+use tidemark_disk::sweeper::index_key;
+use tidemark_engine_api::{Damage, Engine, Record, VerifyReport, codec};
 
 use super::util::batch;
 use crate::{EngineFactory, Harness};

@@ -1,6 +1,6 @@
 //! `advance_watermark` and `adopt_lake_watermark`.
 
-use engine_api::{Engine, LocalLookup, Record, WatermarkUpdate};
+use tidemark_engine_api::{Engine, LocalLookup, Record, WatermarkUpdate};
 
 use super::util::{assert_lookup, batch, key, payload, value};
 use crate::{EngineFactory, Harness};

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use engine_api::{Engine, EngineHandle};
-use test_support::rng::SplitMix64;
+use tidemark_engine_api::{Engine, EngineHandle};
+use tidemark_test_support::rng::SplitMix64;
 use tidemark_bucket::{HistoricalBucket, LakeLookuper};
 
 use super::lake::PersistedLake;

@@ -1,8 +1,8 @@
 //! The engine-level crash child: reopen the engine, check it against what the killed child
 //! acknowledged, then write, advance the watermark and reclaim until killed.
 
-use engine_api::{Engine, LocalLookup};
-use test_support::rng::SplitMix64;
+use tidemark_engine_api::{Engine, LocalLookup};
+use tidemark_test_support::rng::SplitMix64;
 
 use super::{
     Acknowledged, ChildEnv, KEYS, batch_at, check_progress, expected_lookup, open_store,

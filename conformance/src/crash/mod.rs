@@ -40,8 +40,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use engine_api::{LocalLookup, WriteBatch};
-use test_support::rng::SplitMix64;
+use tidemark_engine_api::{LocalLookup, WriteBatch};
+use tidemark_test_support::rng::SplitMix64;
 
 use crate::child::{self, Role};
 use crate::skip::notice;
@@ -397,7 +397,7 @@ fn env_u64(name: &str) -> Option<u64> {
 /// Opens the store of a crash test's directory as every child does: synced writes, and small
 /// sweep chunks so a reclaim takes many transactions and kills land inside one.
 fn open_store<F: crate::EngineFactory>(factory: &F, dir: &Path) -> F::Engine {
-    let options = engine_api::EngineOptions::default()
+    let options = tidemark_engine_api::EngineOptions::default()
         .with_sync_writes(true)
         .with_sweep_chunk_rows(8);
     factory

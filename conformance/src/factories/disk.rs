@@ -5,11 +5,11 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::path::Path;
 
-use disk::BackendContext;
-use disk::budget::ResourceBounds;
-use disk::sweeper::SweepTotals;
-use disk::testing::TestedBackend;
-use engine_api::{Engine, EngineOptions, Result};
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::ResourceBounds;
+use tidemark_disk::sweeper::SweepTotals;
+use tidemark_disk::testing::TestedBackend;
+use tidemark_engine_api::{Engine, EngineOptions, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
 
@@ -69,7 +69,7 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
     fn open(&self, dir: &Path, options: EngineOptions) -> Result<B::Engine> {
         let engine = B::open_in(&B::case_context()?, dir, options)?;
         if engine.backend_name() != B::NAME || engine.reclaim_cost() != B::RECLAIM_COST {
-            return Err(engine_api::Error::Internal(format!(
+            return Err(tidemark_engine_api::Error::Internal(format!(
                 "backend {} declares reclaim cost {:?}, but its engine says {} and {:?}",
                 B::NAME,
                 B::RECLAIM_COST,
@@ -92,7 +92,7 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
         B::skeleton(engine).last_sweep()
     }
 
-    fn faults<'a>(&self, engine: &'a B::Engine) -> Option<&'a disk::fault::Faults> {
+    fn faults<'a>(&self, engine: &'a B::Engine) -> Option<&'a tidemark_disk::fault::Faults> {
         Some(B::skeleton(engine).faults())
     }
 

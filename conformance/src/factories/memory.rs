@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use engine_api::{EngineOptions, MemoryEngine, Result};
+use tidemark_engine_api::{EngineOptions, MemoryEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
 

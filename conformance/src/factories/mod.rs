@@ -9,16 +9,16 @@ pub use memory::MemoryFactory;
 
 /// The sled backend's factory.
 #[cfg(feature = "sled")]
-pub type SledFactory = DiskFactory<backend_sled::Sled>;
+pub type SledFactory = DiskFactory<tidemark_backend_sled::Sled>;
 
 /// The redb backend's factory.
 #[cfg(feature = "redb")]
-pub type RedbFactory = DiskFactory<backend_redb::Redb>;
+pub type RedbFactory = DiskFactory<tidemark_backend_redb::Redb>;
 
 /// The RocksDB backend's factory.
 #[cfg(feature = "rocksdb")]
-pub type RocksDbFactory = DiskFactory<backend_rocksdb::RocksDb>;
+pub type RocksDbFactory = DiskFactory<tidemark_backend_rocksdb::RocksDb>;
 
 /// The fjall backend's factory.
 #[cfg(feature = "fjall")]
-pub type FjallFactory = DiskFactory<backend_fjall::Fjall>;
+pub type FjallFactory = DiskFactory<tidemark_backend_fjall::Fjall>;

@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use test_support::rng::SplitMix64;
+use tidemark_test_support::rng::SplitMix64;
 
 /// One kind of damage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use engine_api::{Engine, LocalLookup, Record, WriteBatch};
-use test_support::rng::SplitMix64;
+use tidemark_engine_api::{Engine, LocalLookup, Record, WriteBatch};
+use tidemark_test_support::rng::SplitMix64;
 
 /// One step of the workload.
 #[derive(Debug, Clone)]

@@ -19,8 +19,8 @@ use std::sync::{Mutex, PoisonError};
 
 use super::FD_RESERVE;
 use crate::process::{self, FdCount, FdLimit};
-use engine_api::error::Result;
-use engine_api::sync;
+use tidemark_engine_api::error::Result;
+use tidemark_engine_api::sync;
 
 /// What admission reads of the process: the real one reads `getrlimit` and `/proc/self/fd`;
 /// tests give numbers.

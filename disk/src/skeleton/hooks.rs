@@ -1,8 +1,8 @@
 //! The skeleton's test hooks (cargo feature `testing`): the storage's [`StorageHooks`] run with
 //! the skeleton's locks, checks and panic containment, and the injected-fault plan.
 
-use engine_api::batch::validate_key;
-use engine_api::error::Result;
+use tidemark_engine_api::batch::validate_key;
+use tidemark_engine_api::error::Result;
 
 use super::DiskEngine;
 use crate::fault::Faults;

@@ -24,7 +24,7 @@ mod tasks;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use engine_api::Engine;
+use tidemark_engine_api::Engine;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tokio::sync::{Mutex, watch};

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use test_support::history::WalHistory;
+use tidemark_test_support::history::WalHistory;
 
 use super::super::support::show;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use engine_api::{Engine, WriteBatch};
+use tidemark_engine_api::{Engine, WriteBatch};
 use tidemark_bucket::Progress;
 use tidemark_bucket::lake::MemoryLake;
 use tokio::sync::{Mutex, watch};
