@@ -20,11 +20,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use tidemark_disk::compaction_policy::{
-    FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
-};
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
+};
+use tidemark_disk::compaction_policy::{
+    FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
 };
 
 /// Builds one [`TagThresholdFilter`] per compaction, reading the supplier once for each.

@@ -26,12 +26,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use tidemark_engine_api::sync::lock;
-use tidemark_engine_api::{Error, Result};
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
 };
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use tidemark_engine_api::sync::lock;
+use tidemark_engine_api::{Error, Result};
 
 use crate::compaction_filter::TagThresholdFilterFactory;
 use crate::context::FjallContextOptions;

@@ -35,13 +35,15 @@ pub use database::{
     DATA_SUFFIX, FLUSH_MARKER_LEN, MAX_BUCKETS_PER_DATABASE, META_SUFFIX, MIN_CACHED_FILES,
     MIN_JOURNAL_BUDGET, SHARED_DIR, tuned_builder,
 };
-/// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
-pub use tidemark_disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
-/// The traits a backend's context and marker implement (import them to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds` on the context).
-pub use tidemark_disk::{BackendContext, DiskBackend};
 pub use engine::FjallEngine;
 pub use error::BACKEND;
 /// The fjall crate this backend is built on (for baselines tuned like its buckets).
 pub use fjall;
 pub use storage::{KEYSPACE_RECORD, data_keyspace_options, flush_keyspaces};
+/// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
+pub use tidemark_disk::compaction_policy::{
+    FilterCounterSnapshot, FilterCounters, ThresholdSupplier,
+};
+/// The traits a backend's context and marker implement (import them to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds` on the context).
+pub use tidemark_disk::{BackendContext, DiskBackend};

@@ -24,6 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use fjall::config::CompressionPolicy;
+use fjall::{CompressionType, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::compaction_policy::{FilterCounters, ThresholdSupplier};
 use tidemark_disk::layout::{FileStart, write_file_atomically};
@@ -36,8 +38,6 @@ use tidemark_engine_api::batch::Record;
 use tidemark_engine_api::covered::MetaRow;
 use tidemark_engine_api::verify::Verifier;
 use tidemark_engine_api::{Error, Result};
-use fjall::config::CompressionPolicy;
-use fjall::{CompressionType, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 
 use crate::compaction_filter::TagThresholdFilterFactory;
 use crate::context::FjallContext;
@@ -361,7 +361,8 @@ impl FjallStorage {
 impl Storage for FjallStorage {
     const BACKEND: &'static str = BACKEND;
     /// A major compaction of the bucket rewrites its live data.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Rewrite;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
+        tidemark_engine_api::ReclaimCost::Rewrite;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.meta

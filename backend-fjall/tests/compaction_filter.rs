@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use tidemark_backend_fjall::{FilterCounters, TagThresholdFilterFactory, ThresholdSupplier};
 use tidemark_engine_api::codec::{encode_tombstone, encode_value};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
 const DATA: &str = "data";
 

@@ -7,8 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use tidemark_backend_fjall::{BackendContext, FjallContext, FjallEngine};
 use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
+use tidemark_backend_fjall::{BackendContext, FjallContext, FjallEngine};
 use tidemark_engine_api::batch::WriteBatch;
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup};
 

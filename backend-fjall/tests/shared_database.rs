@@ -6,11 +6,11 @@ mod common;
 
 use std::path::Path;
 
+use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
 use tidemark_backend_fjall::{
     BackendContext, FjallContext, FjallEngine, KEYSPACE_RECORD, MAX_BUCKETS_PER_DATABASE,
     SHARED_DIR,
 };
-use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup};
 
 fn open(ctx: &FjallContext, path: &Path) -> tidemark_engine_api::Result<FjallEngine> {

@@ -3,10 +3,10 @@
 use std::fmt;
 use std::path::Path;
 
+use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 use tidemark_disk::StorageInit;
 use tidemark_disk::layout::FileStart;
 use tidemark_engine_api::{Error, Result};
-use redb::{Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
 use crate::error::{BACKEND, RedbResultExt};
 

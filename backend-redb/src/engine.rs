@@ -1,7 +1,7 @@
 //! [`RedbEngine`]: the shared disk-engine skeleton over one redb database file per bucket.
 
-use tidemark_disk::BackendContext;
 use std::path::{Path, PathBuf};
+use tidemark_disk::BackendContext;
 
 use tidemark_disk::{DiskEngine, StorageInit};
 use tidemark_engine_api::{EngineOptions, OpenEngine, Result, forward_engine};

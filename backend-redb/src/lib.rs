@@ -24,7 +24,7 @@ pub use backend::Redb;
 pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, RedbContext, RedbContextOptions,
 };
+pub use engine::{DB_FILE, RedbDiskStats, RedbEngine};
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
 pub use tidemark_disk::{BackendContext, DiskBackend};
-pub use engine::{DB_FILE, RedbDiskStats, RedbEngine};

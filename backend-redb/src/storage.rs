@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, TryLockError};
 
+use redb::{Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::contain::{catch_panic, contained};
 use tidemark_disk::sweeper::{self, ChunkSizer, index_key};
@@ -12,7 +13,6 @@ use tidemark_engine_api::batch::Record;
 use tidemark_engine_api::covered::MetaRow;
 use tidemark_engine_api::verify::Verifier;
 use tidemark_engine_api::{EngineOptions, Result, sync};
-use redb::{Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use crate::db::RedbDb;
 use crate::engine::RedbDiskStats;
@@ -325,8 +325,11 @@ impl RedbStorage {
 
 fn put_meta(txn: &WriteTransaction, key: MetaKey, value: u64) -> Result<()> {
     let mut meta = txn.open_table(META).redb()?;
-    meta.insert(key.name(), tidemark_disk::meta::encode_u64(value).as_slice())
-        .redb()?;
+    meta.insert(
+        key.name(),
+        tidemark_disk::meta::encode_u64(value).as_slice(),
+    )
+    .redb()?;
     Ok(())
 }
 
@@ -356,7 +359,8 @@ fn durability(sync: bool) -> Durability {
 impl Storage for RedbStorage {
     const BACKEND: &'static str = BACKEND;
     /// A sweep visits only the covered index rows.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Proportional;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
+        tidemark_engine_api::ReclaimCost::Proportional;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         let db = self.db()?;

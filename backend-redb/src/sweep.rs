@@ -5,9 +5,9 @@
 
 use std::ops::Bound;
 
+use redb::{AccessGuard, Durability, ReadableTable};
 use tidemark_disk::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
 use tidemark_engine_api::Result;
-use redb::{AccessGuard, Durability, ReadableTable};
 
 use crate::error::RedbResultExt;
 use crate::storage::RedbStorage;

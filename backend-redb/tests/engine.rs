@@ -5,9 +5,9 @@
 // Test code may unwrap.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::path::Path;
 use tidemark_backend_redb::Redb;
 use tidemark_disk::DiskBackend;
-use std::path::Path;
 
 use tidemark_backend_redb::{DB_FILE, RedbEngine};
 use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine};

@@ -15,8 +15,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use tidemark_engine_api::{Error, Result};
 use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions, DB, LiveFile, properties};
+use tidemark_engine_api::{Error, Result};
 
 use crate::engine::BACKEND;
 use crate::rocks_err;

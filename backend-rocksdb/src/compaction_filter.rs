@@ -17,11 +17,11 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
+use rocksdb::compaction_filter::{CompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use tidemark_disk::compaction_policy::{
     FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
 };
-use rocksdb::compaction_filter::{CompactionFilter, Decision};
-use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 
 /// Builds one [`TagThresholdFilter`] per compaction, reading the supplier once for each.
 ///

@@ -15,12 +15,12 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use tidemark_disk::BackendContext;
-use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds};
-use tidemark_engine_api::Result;
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
+use tidemark_disk::BackendContext;
+use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds};
+use tidemark_engine_api::Result;
 
 use crate::rocks_err;
 

@@ -3,12 +3,12 @@
 //! Layout: the bucket directory holds the Tidemark marker and a `db/` subdirectory with the
 //! RocksDB database (see [`crate::storage`] for its column families).
 
-use tidemark_disk::BackendContext;
 use std::path::Path;
+use tidemark_disk::BackendContext;
 
+use rocksdb::properties;
 use tidemark_disk::{DiskEngine, StorageInit};
 use tidemark_engine_api::{EngineOptions, OpenEngine, Result, forward_engine};
-use rocksdb::properties;
 
 use crate::context::RocksDbContext;
 use crate::storage::RocksDbStorage;

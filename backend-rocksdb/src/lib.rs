@@ -34,17 +34,19 @@ pub use context::{
     RETIRED_LOGS_PER_BUCKET, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_BUCKET, RocksDbContext,
     RocksDbContextOptions,
 };
-/// The shared tag-threshold decision's counters and supplier type (from the disk toolkit, so
-/// every LSM backend counts and reads its limit the same way).
-pub use tidemark_disk::compaction_policy::{FilterCounterSnapshot, FilterCounters, ThresholdSupplier};
-/// The traits a backend's context and marker implement (import them to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds` on the context).
-pub use tidemark_disk::{BackendContext, DiskBackend};
 pub use engine::RocksDbEngine;
 pub use storage::{DATA_CF, DB_DIR, META_CF};
 pub use suppliers::{
     PurgeGuard, WatermarkThreshold, now_ms, ttl_filter_factory, wall_clock_ms_supplier,
     watermark_filter_factory, watermark_supplier, watermark_threshold_filter_factory,
 };
+/// The shared tag-threshold decision's counters and supplier type (from the disk toolkit, so
+/// every LSM backend counts and reads its limit the same way).
+pub use tidemark_disk::compaction_policy::{
+    FilterCounterSnapshot, FilterCounters, ThresholdSupplier,
+};
+/// The traits a backend's context and marker implement (import them to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds` on the context).
+pub use tidemark_disk::{BackendContext, DiskBackend};
 
 pub(crate) use error::rocks_err;

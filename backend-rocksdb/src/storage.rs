@@ -6,11 +6,15 @@
 //! compaction filter. Column family `meta` holds the watermark, the applied end and the format
 //! version under [`MetaKey::bytes`].
 
-use tidemark_disk::BackendContext;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tidemark_disk::BackendContext;
 
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, DB, DBRecoveryMode, ErrorKind, FlushOptions, ReadOptions,
+    ReadTier, WriteOptions, properties,
+};
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::layout::FileStart;
 use tidemark_disk::meta::encode_u64;
@@ -19,10 +23,6 @@ use tidemark_engine_api::batch::Record;
 use tidemark_engine_api::covered::MetaRow;
 use tidemark_engine_api::verify::Verifier;
 use tidemark_engine_api::{Error, Result};
-use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, DBRecoveryMode, ErrorKind, FlushOptions, ReadOptions,
-    ReadTier, WriteOptions, properties,
-};
 
 use crate::compact;
 use crate::context::RocksDbContext;
@@ -277,7 +277,8 @@ impl RocksDbStorage {
 impl Storage for RocksDbStorage {
     const BACKEND: &'static str = BACKEND;
     /// A compaction of the bucket rewrites its live data.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Rewrite;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
+        tidemark_engine_api::ReclaimCost::Rewrite;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.db

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use rocksdb::{BottommostLevelCompaction, CompactOptions, DB, Options, properties};
 use tidemark_backend_rocksdb::{FilterCounters, TagThresholdFilterFactory, ThresholdSupplier};
 use tidemark_backend_rocksdb::{now_ms, ttl_filter_factory, watermark_filter_factory};
 use tidemark_engine_api::codec::{encode_tombstone, encode_value, peek_tag};
-use rocksdb::{BottommostLevelCompaction, CompactOptions, DB, Options, properties};
 
 fn open(dir: &Path, factory: TagThresholdFilterFactory) -> DB {
     let mut opts = Options::default();

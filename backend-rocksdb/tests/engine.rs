@@ -3,14 +3,14 @@
 //! recovery purge (`reclaim_below`) and its temporary filter threshold, and the directory layout.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use std::path::Path;
 use tidemark_backend_rocksdb::RocksDb;
 use tidemark_disk::{BackendContext, DiskBackend};
-use std::path::Path;
 
+use rocksdb::{DB, Options};
 use tidemark_backend_rocksdb::{DATA_CF, DB_DIR, META_CF};
 use tidemark_backend_rocksdb::{RocksDbContext, RocksDbContextOptions, RocksDbEngine};
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine};
-use rocksdb::{DB, Options};
 
 fn open(dir: &Path) -> RocksDbEngine {
     RocksDbEngine::open(dir, EngineOptions::default()).unwrap()

@@ -18,12 +18,12 @@
 //! row, so a digest an older build (without it) left behind while it wrote is recognised as
 //! stale, not as damage, and recomputed.
 
-use tidemark_disk::MetaKey;
-use tidemark_disk::meta::encode_u64;
-use tidemark_engine_api::{Error, Result};
 use sled::transaction::{
     ConflictableTransactionError, ConflictableTransactionResult, TransactionalTree,
 };
+use tidemark_disk::MetaKey;
+use tidemark_disk::meta::encode_u64;
+use tidemark_engine_api::{Error, Result};
 
 use crate::error::sled_error;
 use crate::meta::LIVE_ENTRIES;

@@ -1,8 +1,8 @@
 //! [`SledEngine`]: the shared disk-engine skeleton over three sled trees.
 
-use tidemark_disk::BackendContext;
 use std::fmt;
 use std::path::Path;
+use tidemark_disk::BackendContext;
 
 use tidemark_disk::layout::FileStart;
 use tidemark_disk::sweeper::ChunkSizer;

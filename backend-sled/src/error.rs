@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use tidemark_engine_api::Error;
 use sled::transaction::TransactionError;
+use tidemark_engine_api::Error;
 
 /// Backend name used in errors and the directory marker.
 pub(crate) const BACKEND: &str = "sled";

@@ -38,10 +38,10 @@ pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
     SledContextOptions,
 };
+pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
+pub use generation::GENERATION_FILE;
+pub use rebuild::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};
 pub use tidemark_disk::sweeper::SweepTotals;
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
 pub use tidemark_disk::{BackendContext, DiskBackend};
-pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
-pub use generation::GENERATION_FILE;
-pub use rebuild::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};

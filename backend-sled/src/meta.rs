@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
+use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult};
 use tidemark_disk::meta::encode_u64;
 use tidemark_engine_api::{Error, Result};
-use sled::transaction::{ConflictableTransactionError, ConflictableTransactionResult};
 
 use crate::error::sled_error;
 

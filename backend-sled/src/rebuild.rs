@@ -23,11 +23,11 @@
 //! A crash before the pointer is renamed leaves the old database current; after it, the new one,
 //! complete and flushed. Either way the other is removed at the next writable open.
 
-use tidemark_disk::BackendContext;
 use std::fs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use tidemark_disk::BackendContext;
 
 use tidemark_disk::MetaKey;
 use tidemark_disk::meta::decode_u64;
@@ -229,7 +229,8 @@ pub(crate) fn run(bucket: &Bucket) -> Result<Option<u64>> {
     tracing::debug!(path = %bucket.dir.display(), generation = number, rows,
         bytes_before = old.size_on_disk().unwrap_or(0), bytes_after = size,
         took_ms = started.elapsed().as_millis(), "rebuilt the sled database");
-    if let Ok(mut rebuilt) = tidemark_engine_api::sync::lock(&bucket.rebuilt, "sled rebuild sizes") {
+    if let Ok(mut rebuilt) = tidemark_engine_api::sync::lock(&bucket.rebuilt, "sled rebuild sizes")
+    {
         *rebuilt = rebuilt.after(size, rows);
     }
     bucket.rebuilds.fetch_add(1, Ordering::AcqRel);
@@ -245,7 +246,8 @@ struct Listening<'a>(&'a Bucket);
 
 impl<'a> Listening<'a> {
     fn start(bucket: &'a Bucket) -> Result<Self> {
-        *tidemark_engine_api::sync::lock(&bucket.removals, "sled removals")? = Some(Removals::default());
+        *tidemark_engine_api::sync::lock(&bucket.removals, "sled removals")? =
+            Some(Removals::default());
         Ok(Listening(bucket))
     }
 }
@@ -476,7 +478,8 @@ impl<'a> Copy<'a> {
     /// chunk held off. Only the rebuild writes the copy, so a read and a removal cannot race.
     fn remove_swept(&mut self) -> Result<()> {
         let removed = {
-            let mut removals = tidemark_engine_api::sync::lock(&self.bucket.removals, "sled removals")?;
+            let mut removals =
+                tidemark_engine_api::sync::lock(&self.bucket.removals, "sled removals")?;
             std::mem::take(removals.as_mut().ok_or_else(|| {
                 Error::backend(
                     crate::error::BACKEND,

@@ -9,8 +9,8 @@
 
 use std::ops::Bound;
 
-use tidemark_engine_api::Result;
 use sled::IVec;
+use tidemark_engine_api::Result;
 
 use crate::error::sled_error;
 

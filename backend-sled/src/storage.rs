@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
+use sled::transaction::{ConflictableTransactionResult, Transactional};
 use tidemark_disk::BackendContext;
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::meta::{decode_u64, encode_u64};
@@ -20,7 +21,6 @@ use tidemark_engine_api::batch::Record;
 use tidemark_engine_api::covered::MetaRow;
 use tidemark_engine_api::verify::Verifier;
 use tidemark_engine_api::{Error, Result};
-use sled::transaction::{ConflictableTransactionResult, Transactional};
 
 use crate::context::SledContext;
 use crate::digest;
@@ -323,7 +323,9 @@ impl Bucket {
     /// generations switched away from whose files are still there.
     pub(crate) fn size_on_disk(&self) -> Result<u64> {
         let mut total = self.generation()?.size_on_disk()?;
-        for old in tidemark_engine_api::sync::lock(&self.retired, "sled retired generations")?.iter() {
+        for old in
+            tidemark_engine_api::sync::lock(&self.retired, "sled retired generations")?.iter()
+        {
             total = total.saturating_add(old.size_on_disk()?);
         }
         Ok(total)
@@ -399,7 +401,8 @@ fn digest_mismatch(dir: &Path, db_dir: &Path, recorded: u64, rows: digest::Scan)
 impl Storage for SledStorage {
     const BACKEND: &'static str = BACKEND;
     /// A sweep visits only the covered index rows.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost = tidemark_engine_api::ReclaimCost::Proportional;
+    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
+        tidemark_engine_api::ReclaimCost::Proportional;
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         Ok(self
@@ -661,7 +664,9 @@ impl tidemark_disk::testing::StorageHooks for SledStorage {
                 |(data, index, meta)| -> ConflictableTransactionResult<u64, Error> {
                     let previous = data.insert(key, stored)?;
                     if tag.is_none()
-                        && let Some(old) = previous.as_deref().and_then(tidemark_engine_api::codec::peek_tag)
+                        && let Some(old) = previous
+                            .as_deref()
+                            .and_then(tidemark_engine_api::codec::peek_tag)
                     {
                         index.remove(index_key(old, key))?;
                     }

@@ -15,10 +15,10 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use tidemark_disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
-use tidemark_engine_api::{Error, Result};
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};
+use tidemark_disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
+use tidemark_engine_api::{Error, Result};
 
 use crate::error::{sled_error, tx_error};
 use crate::generation::Generation;

@@ -7,12 +7,12 @@
 //! see that apply; the test would then fail at the `STUCK` bound instead of hanging.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use tidemark_backend_sled::Sled;
-use tidemark_disk::DiskBackend;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
+use tidemark_backend_sled::Sled;
+use tidemark_disk::DiskBackend;
 
 use tidemark_backend_sled::{SledEngine, SweepTotals};
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};

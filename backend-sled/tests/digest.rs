@@ -5,14 +5,16 @@
 
 mod common;
 
+use std::path::Path;
 use tidemark_backend_sled::Sled;
 use tidemark_disk::DiskBackend;
-use std::path::Path;
 
-use tidemark_backend_sled::SledEngine;
 use common::{key, open_fast, puts, raw_db};
+use tidemark_backend_sled::SledEngine;
 use tidemark_engine_api::verify::Damage;
-use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine, OpenMode, WriteBatch};
+use tidemark_engine_api::{
+    Engine, EngineOptions, Error, LocalLookup, OpenEngine, OpenMode, WriteBatch,
+};
 
 const DIGEST_ROW: &[u8] = b"live_digest";
 

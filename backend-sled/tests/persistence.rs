@@ -4,9 +4,9 @@
 
 mod common;
 
+use common::{key, open_fast, puts, raw_db};
 use tidemark_backend_sled::Sled;
 use tidemark_backend_sled::SledEngine;
-use common::{key, open_fast, puts, raw_db};
 use tidemark_disk::DiskBackend;
 use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine, WriteBatch};
 
@@ -66,13 +66,22 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
     {
         let engine = open_fast(tmp.path());
         Sled::skeleton(&engine)
-            .insert_raw(b"old", &tidemark_engine_api::codec::encode_value_v1(1, b"v1"))
+            .insert_raw(
+                b"old",
+                &tidemark_engine_api::codec::encode_value_v1(1, b"v1"),
+            )
             .unwrap();
     }
     make_format_1(tmp.path());
-    let read_only = EngineOptions::default().with_open_mode(tidemark_engine_api::OpenMode::ReadOnly);
+    let read_only =
+        EngineOptions::default().with_open_mode(tidemark_engine_api::OpenMode::ReadOnly);
     drop(SledEngine::open(tmp.path(), read_only).unwrap());
-    assert_eq!(tidemark_disk::layout::read_marker(tmp.path()).unwrap().format, 1);
+    assert_eq!(
+        tidemark_disk::layout::read_marker(tmp.path())
+            .unwrap()
+            .format,
+        1
+    );
     let engine = open_fast(tmp.path());
     assert_eq!(engine.applied_end(), 3);
     assert_eq!(engine.stats().unwrap().live_entries, 4);
@@ -83,7 +92,12 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
             bytes: b"v1".to_vec()
         }
     );
-    assert_eq!(tidemark_disk::layout::read_marker(tmp.path()).unwrap().format, 2);
+    assert_eq!(
+        tidemark_disk::layout::read_marker(tmp.path())
+            .unwrap()
+            .format,
+        2
+    );
     drop(engine);
     assert_eq!(stored_format(tmp.path()), 2u64.to_be_bytes());
 }

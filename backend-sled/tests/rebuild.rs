@@ -2,14 +2,16 @@
 //! leaves behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use tidemark_disk::BackendContext;
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tidemark_disk::BackendContext;
 
-use tidemark_backend_sled::{DB_SUBDIR, GENERATION_FILE, SledContext, SledContextOptions, SledEngine};
+use tidemark_backend_sled::{
+    DB_SUBDIR, GENERATION_FILE, SledContext, SledContextOptions, SledEngine,
+};
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, WriteBatch};
 
 /// A context that rebuilds at every reclaim, however small the database.

@@ -4,9 +4,9 @@
 
 mod common;
 
+use common::puts;
 use tidemark_backend_sled::Sled;
 use tidemark_backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
-use common::puts;
 use tidemark_disk::DiskBackend;
 use tidemark_engine_api::{Engine, EngineOptions, OpenEngine};
 

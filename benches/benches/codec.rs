@@ -8,8 +8,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use tidemark_engine_api::codec;
 use tidemark_benches::{VALUE_SIZE, key, payload};
+use tidemark_engine_api::codec;
 
 fn bench_decode(c: &mut Criterion) {
     let key = key(42);

@@ -7,12 +7,12 @@
 
 use std::path::Path;
 
+use sled::Transactional;
+use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
 use tidemark_disk::sweeper::index_key;
 use tidemark_engine_api::{Record, WriteBatch};
-use sled::Transactional;
 use tidemark_test_support::rng::SplitMix64;
 use tidemark_test_support::stream::{Cursor, PutStream};
-use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
 
 /// Keys in the benchmark key space.
 pub const KEYS: u64 = 10_000;

@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine, Record, WriteBatch};
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{
     BucketId, Error, HistoricalBucket, LakeSnapshot, LakeTimeouts, MemoryLake, Progress,
     ReclaimScheduler, SchedulerConfig,
 };
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, MemoryEngine, Record, WriteBatch};
 
 fn batch(records: impl IntoIterator<Item = Record>) -> WriteBatch {
     records.into_iter().collect()

@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use tidemark_engine_api::{
-    Engine, EngineOptions, Error, MemoryEngine, ReclaimCost, ReclaimReport, Result, WriteBatch,
-    forward_engine,
-};
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{
     BucketId, Error as BucketError, ReclaimPolicy, ReclaimScheduler, SchedulerConfig,
+};
+use tidemark_engine_api::{
+    Engine, EngineOptions, Error, MemoryEngine, ReclaimCost, ReclaimReport, Result, WriteBatch,
+    forward_engine,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;

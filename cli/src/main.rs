@@ -13,9 +13,9 @@ mod store;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use tidemark_compare::CompareArgs;
 use store::StoreArgs;
 use tidemark::Backend;
+use tidemark_compare::CompareArgs;
 
 /// Exit status when `verify` found damage, or `compare` a lookup that answered wrongly.
 const DAMAGE_FOUND: u8 = 1;

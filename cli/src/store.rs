@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use tidemark_disk::layout;
 use serde::Serialize;
 use tidemark::{Backend, EngineHandle, EngineOptions, Error, OpenMode, Result};
+use tidemark_disk::layout;
 
 /// The store a command works on.
 #[derive(Debug, Args)]

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{Backend, BackendConfig, Engine as _, EngineOptions};
+use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 
 use crate::Result;
 use crate::run::remove_store;

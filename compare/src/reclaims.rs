@@ -107,8 +107,8 @@ impl ReclaimTotals {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use tidemark_test_support::observe::Observed;
     use tidemark::{Engine, EngineHandle, EngineOptions, MemoryEngine, WriteBatch};
+    use tidemark_test_support::observe::Observed;
 
     #[test]
     fn logged_reclaims_become_runs() {

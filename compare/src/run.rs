@@ -21,13 +21,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use tidemark_test_support::observe::{Observed, ReclaimLog};
-use tidemark_test_support::rng::SplitMix64;
-use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 use tidemark::{
     Backend, BackendConfig, BucketId, BucketStats, Engine as _, EngineHandle, EngineOptions,
     HistoricalBucket, LakeLookuper, LakeSnapshot, ReclaimScheduler,
 };
+use tidemark_test_support::observe::{Observed, ReclaimLog};
+use tidemark_test_support::rng::SplitMix64;
+use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 use tokio::sync::{RwLock, watch};
 use tokio::task::JoinHandle;
 

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tidemark_engine_api::{Engine, EngineOptions};
 use tempfile::TempDir;
+use tidemark_engine_api::{Engine, EngineOptions};
 
 use crate::factory::{Capabilities, EngineFactory};
 

@@ -4,6 +4,8 @@
 
 mod redb {
     mod bucket_iceberg {
-        tidemark_conformance::iceberg_bucket_cases!(tidemark_conformance::factories::RedbFactory::new());
+        tidemark_conformance::iceberg_bucket_cases!(
+            tidemark_conformance::factories::RedbFactory::new()
+        );
     }
 }

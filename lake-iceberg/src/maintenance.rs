@@ -371,8 +371,8 @@ fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use tidemark_engine_api::batch::Record;
     use tidemark_bucket::{LakeLookuper, LakeSnapshot};
+    use tidemark_engine_api::batch::Record;
 
     use super::*;
 

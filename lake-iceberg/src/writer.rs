@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tidemark_engine_api::batch::Record;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use tidemark_bucket::{Error, LakeSnapshot, Result};
+use tidemark_engine_api::batch::Record;
 
 use crate::data_files;
 use crate::error::lake_error;

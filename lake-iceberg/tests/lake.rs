@@ -1,9 +1,9 @@
 //! The Iceberg lake on its own: tiering, lookups at snapshots, restart, failed commits, damaged
 //! files, expiry and compaction.
 
+use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot};
 use tidemark_engine_api::batch::Record;
 use tidemark_lake_iceberg::{IcebergLake, OFFSETS_PROPERTY};
-use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot};
 
 fn put(key: &str, offset: u64) -> Record {
     Record::put(key, format!("{key}@{offset}"), offset)

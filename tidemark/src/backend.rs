@@ -166,7 +166,9 @@ impl Backend {
                     path = %path.display(),
                     "the memory backend keeps nothing on disk and ignores the path"
                 );
-                Ok(EngineHandle::new(tidemark_engine_api::MemoryEngine::new(options)))
+                Ok(EngineHandle::new(tidemark_engine_api::MemoryEngine::new(
+                    options,
+                )))
             }
             disk => registry::visit(
                 disk,

@@ -20,8 +20,8 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tidemark_disk::process::{self, ProcessUsage};
 use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions, LocalLookup, Result};
+use tidemark_disk::process::{self, ProcessUsage};
 
 #[derive(Debug, Parser)]
 struct Args {

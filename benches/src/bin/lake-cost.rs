@@ -35,10 +35,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, LookuperCounters};
-use tidemark_test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, LakeLookuper, LakeSnapshot, Progress};
 use tidemark::{Backend, BucketStats, EngineOptions, Record, WriteBatch};
+use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, LookuperCounters};
+use tidemark_test_support::rng::SplitMix64;
 
 /// A run fails with an engine, bucket, lake or I/O error, or a wrong answer, each printed as it is.
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -30,10 +30,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tidemark_test_support::observe::{Observed, ReclaimLog};
-use tidemark_test_support::rng::SplitMix64;
 use tidemark::bucket::{HistoricalBucket, MemoryLake, ReclaimScheduler, SchedulerConfig};
 use tidemark::{Backend, EngineHandle, EngineOptions, WriteBatch};
+use tidemark_test_support::observe::{Observed, ReclaimLog};
+use tidemark_test_support::rng::SplitMix64;
 
 /// A run fails with an engine, bucket or I/O error, each printed as it is.
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use tidemark_conformance::cases::util::file_snapshot;
 use tidemark::{Backend, Engine, EngineOptions, WriteBatch};
+use tidemark_conformance::cases::util::file_snapshot;
 
 use crate::support::{arg, disk_backends, release_sled_lock, run_with, tidemark};
 
@@ -41,7 +41,10 @@ fn stats_json_parses_back_to_what_the_store_holds() {
             assert_eq!(v["schema"], "tidemark.stats/1");
             assert_eq!(v["path"], arg(&dir));
             assert_eq!(v["backend"], backend.name());
-            assert_eq!(v["format_version"], tidemark_engine_api::codec::FORMAT_VERSION);
+            assert_eq!(
+                v["format_version"],
+                tidemark_engine_api::codec::FORMAT_VERSION
+            );
             assert_eq!(
                 (v["watermark"].as_u64(), v["applied_end"].as_u64()),
                 (Some(6), Some(12))

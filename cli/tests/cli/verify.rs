@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
+use tidemark::{Engine, WriteBatch};
 use tidemark_conformance::cases::util::noise;
 use tidemark_conformance::factories::{RedbFactory, RocksDbFactory, SledFactory};
 use tidemark_conformance::{EngineFactory, Harness};
 use tidemark_disk::sweeper::index_key;
 use tidemark_engine_api::codec;
-use tidemark::{Engine, WriteBatch};
 
 use crate::support::{arg, release_sled_lock, tidemark};
 

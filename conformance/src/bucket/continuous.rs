@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tidemark_engine_api::Engine;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::Progress;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_engine_api::Engine;
 use tokio::sync::watch;
 
 use super::support::{self, Rng, Wal, key, show};

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use tidemark_engine_api::{Engine, Record, WriteBatch};
 use tidemark_bucket::lake::LakeSnapshot;
 use tidemark_bucket::{HistoricalBucket, Progress};
+use tidemark_engine_api::{Engine, Record, WriteBatch};
 
 use super::lakes::TestLake;
 use super::support::{self, Bucket, Rng, Wal, show};

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_engine_api::{Engine, LocalLookup};
 use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeLookuper, MemoryLake};
 use tidemark_bucket::{HistoricalBucket, LakeTimeouts, Progress};
+use tidemark_engine_api::{Engine, LocalLookup};
 
 use super::lakes::TestLake;
 use super::support::{self, Bucket, Wal, show};

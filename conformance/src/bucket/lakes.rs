@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tidemark_engine_api::Record;
 use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
+use tidemark_engine_api::Record;
 
 /// A lake table as a scenario drives it: the host's WAL goes in, snapshots are committed,
 /// compacted and expired, and lookupers read it. Every step panics on failure (a scenario step
@@ -176,10 +176,10 @@ mod iceberg {
     use std::sync::Arc;
 
     use async_trait::async_trait;
-    use tidemark_engine_api::Record;
-    use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, TieringWriter};
     use tempfile::TempDir;
     use tidemark_bucket::lake::LakeSnapshot;
+    use tidemark_engine_api::Record;
+    use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, TieringWriter};
 
     use super::TestLake;
 

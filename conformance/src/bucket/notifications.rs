@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use tidemark_engine_api::Engine;
 use tidemark_bucket::Error;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::Progress;
 use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot};
+use tidemark_engine_api::Engine;
 
 use super::support::{self, Wal, ignored, published};
 use crate::EngineFactory;
@@ -115,7 +115,10 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
                 Ok(v) => assert_eq!(v, wal.answer_at(&key, 100)),
                 Err(e) => {
                     assert!(matches!(e, Error::Lake { .. }), "{e}");
-                    assert_eq!(engine.lookup(&key).unwrap(), tidemark_engine_api::LocalLookup::Miss);
+                    assert_eq!(
+                        engine.lookup(&key).unwrap(),
+                        tidemark_engine_api::LocalLookup::Miss
+                    );
                     lake_errors += 1;
                 }
             }

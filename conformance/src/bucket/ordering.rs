@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tidemark_engine_api::{Engine, LocalLookup};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_engine_api::{Engine, LocalLookup};
 
 use super::support::{self, Wal, show};
 use crate::EngineFactory;

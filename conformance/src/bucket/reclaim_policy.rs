@@ -1,8 +1,8 @@
 //! The scheduler's decision to reclaim reads the covered estimate: it must never skip a reclaim
 //! that pays for itself because the estimate read low.
 
-use tidemark_engine_api::{Engine, LocalLookup, Record, WriteBatch};
 use tidemark_bucket::{ReclaimScheduler, SchedulerConfig};
+use tidemark_engine_api::{Engine, LocalLookup, Record, WriteBatch};
 
 use super::support::{BUCKET, Site, fresh_with, runtime};
 use crate::EngineFactory;

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use tidemark_engine_api::Engine;
 use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeLookuper, LakeSnapshot, MemoryLake};
 use tidemark_bucket::{HistoricalBucket, Progress};
+use tidemark_engine_api::Engine;
 
 use super::lakes::TestLake;
 use super::support::{self, Rng, Wal, key, published, show};

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use tidemark_engine_api::{Engine, LocalLookup};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::LakeSnapshot;
 use tidemark_bucket::{Progress, ReclaimScheduler};
+use tidemark_engine_api::{Engine, LocalLookup};
 
 use super::lakes::TestLake;
 use super::support::{self, Wal};

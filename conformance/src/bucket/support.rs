@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_engine_api::{EngineOptions, Record, WriteBatch};
 use tempfile::TempDir;
 use tidemark_bucket::Error;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tidemark_bucket::{BucketId, ReclaimScheduler, SchedulerConfig};
 use tidemark_bucket::{HistoricalBucket, Progress};
+use tidemark_engine_api::{EngineOptions, Record, WriteBatch};
 
 use super::lakes::TestLake;
 use crate::EngineFactory;

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use tidemark_engine_api::{Engine, LocalLookup, Record};
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_engine_api::{Engine, LocalLookup, Record};
 
 use super::support::{self, Wal};
 use crate::EngineFactory;

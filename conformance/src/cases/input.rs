@@ -1,6 +1,8 @@
 //! Invalid input: rejected with `Error::InvalidInput`, nothing written.
 
-use tidemark_engine_api::{Engine, Error, LocalLookup, MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record};
+use tidemark_engine_api::{
+    Engine, Error, LocalLookup, MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record,
+};
 
 use super::util::{assert_lookup, batch, tombstone, value};
 use crate::{EngineFactory, Harness};

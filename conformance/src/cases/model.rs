@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use tidemark_engine_api::watermark::reclaim_threshold;
 use tidemark_engine_api::{
     CounterSnapshot, Engine, EngineOptions, Error, LocalLookup, MemoryEngine, ReclaimReport,
     Record, WriteBatch,
 };
-use proptest::collection::vec;
-use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
 use crate::{EngineFactory, Harness};
 
@@ -380,7 +380,8 @@ fn covered_in(
         };
         if offset < threshold {
             covered.entries += 1;
-            covered.bytes += (key.len() + tidemark_engine_api::codec::HEADER_LEN + value_len) as u64;
+            covered.bytes +=
+                (key.len() + tidemark_engine_api::codec::HEADER_LEN + value_len) as u64;
         }
     }
     Ok(covered)

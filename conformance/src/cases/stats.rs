@@ -54,7 +54,8 @@ pub fn stats_counters_match_operations<F: EngineFactory>(factory: F) {
     e.advance_watermark(14).unwrap();
     let r2 = e.reclaim().unwrap();
     assert_eq!((r2.values_removed, r2.tombstones_removed), (4, 2));
-    let freed = |r: &tidemark_engine_api::ReclaimReport| r.bytes_before.saturating_sub(r.bytes_after);
+    let freed =
+        |r: &tidemark_engine_api::ReclaimReport| r.bytes_before.saturating_sub(r.bytes_after);
     let rewritten = |r: &tidemark_engine_api::ReclaimReport| r.bytes_rewritten.unwrap_or(0);
     let s = e.stats().unwrap();
     assert_eq!((s.watermark, s.applied_end), (14, 14));

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use tidemark_bucket::{HistoricalBucket, LakeLookuper};
 use tidemark_engine_api::{Engine, EngineHandle};
 use tidemark_test_support::rng::SplitMix64;
-use tidemark_bucket::{HistoricalBucket, LakeLookuper};
 
 use super::lake::PersistedLake;
 use super::{

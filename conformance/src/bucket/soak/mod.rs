@@ -24,9 +24,9 @@ mod tasks;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tidemark_engine_api::Engine;
 use tidemark_bucket::HistoricalBucket;
 use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
+use tidemark_engine_api::Engine;
 use tokio::sync::{Mutex, watch};
 
 use super::support::{self, Rng};

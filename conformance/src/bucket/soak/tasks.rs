@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tidemark_engine_api::{Engine, WriteBatch};
 use tidemark_bucket::Progress;
 use tidemark_bucket::lake::MemoryLake;
+use tidemark_engine_api::{Engine, WriteBatch};
 use tokio::sync::{Mutex, watch};
 
 use super::super::support::{Bucket, Rng, is_lake_error, show};
