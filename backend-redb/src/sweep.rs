@@ -38,8 +38,9 @@ impl SweepChunk for RedbChunker<'_> {
             .redb()?;
         // The write lock is held from here: what writers wait for.
         let holding = std::time::Instant::now();
-        // Chunks commit without an fsync each; `RedbEngine::reclaim` ends the sweep with one
-        // durable commit. A crash in between only loses removals, which the next sweep redoes.
+        // Chunks commit without an fsync each; `RedbStorage::reclaim` ends the sweep with one
+        // durable commit (`durable_barrier`). A crash in between only loses removals, which the
+        // next sweep redoes.
         txn.set_durability(Durability::None).redb()?;
         let mut result = ChunkResult::default();
         {

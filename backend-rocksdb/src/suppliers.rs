@@ -1,4 +1,5 @@
-//! Suppliers for the [tag-threshold filter](crate::filter): what the tag means is decided here.
+//! Suppliers for the [tag-threshold filter](crate::TagThresholdFilter): what the tag means is
+//! decided here.
 //!
 //! - **Watermark**: tag = WAL offset, supplier = `threshold − 1` with distance 0, where the
 //!   threshold is [`WatermarkThreshold::current`]: normally `W − D`
