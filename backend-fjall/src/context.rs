@@ -10,13 +10,12 @@
 //! from another context joins it as it is (its cache, workers and journal budget), as RocksDB's
 //! thread pools are the last context's.
 
-use std::sync::Mutex;
-
 use tidemark_disk::BackendContext;
 use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds};
 use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
+use crate::options::FjallContextOptions;
 
 /// Descriptors a shared database holds whatever the number of buckets: its lock file, its
 /// journal, its version and meta-keyspace files, counted with `/proc/self/fd` on a database of
@@ -33,40 +32,6 @@ pub const FDS_PER_BUCKET: u64 = 4;
 /// buffers (two keyspaces' trees, an idle memtable each), bytes. Measured about 250 KiB per bucket with
 /// 1,000 buckets in one database (crate README); doubled for headroom.
 pub const MEMORY_PER_BUCKET: u64 = 512 << 10;
-
-/// Sizes and limits of a [`FjallContext`]. `Default` suits a process with many small buckets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FjallContextOptions {
-    /// Block cache of each shared database, bytes (default 64 MiB).
-    pub cache_bytes: u64,
-    /// Worker threads (flushes and compactions) of each shared database (default 2, at least 1).
-    pub worker_threads: usize,
-    /// Memtable size of a bucket's data keyspace before it is flushed, bytes (default 8 MiB).
-    /// Fixed when the keyspace is created.
-    pub memtable_bytes: u64,
-    /// Journal size of one shared database past which fjall flushes the keyspaces holding the
-    /// oldest journal, bytes (default 128 MiB, at least 64 MiB). It bounds the memtables of all buckets of the
-    /// database together: fjall 3 has no separate memtable budget.
-    pub journal_budget_bytes: u64,
-    /// Table files each shared database keeps open at most (default 256, at least 10).
-    pub max_cached_files: usize,
-    /// The most buckets open from the context at once (default 1,024); an open beyond it is
-    /// [`tidemark_engine_api::Error::ResourceLimit`].
-    pub max_buckets: usize,
-}
-
-impl Default for FjallContextOptions {
-    fn default() -> Self {
-        FjallContextOptions {
-            cache_bytes: 64 << 20,
-            worker_threads: 2,
-            memtable_bytes: 8 << 20,
-            journal_budget_bytes: 128 << 20,
-            max_cached_files: 256,
-            max_buckets: 1024,
-        }
-    }
-}
 
 /// Shared fjall settings and the bucket budget; cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -87,15 +52,19 @@ impl std::fmt::Debug for FjallContext {
     }
 }
 
-impl FjallContext {
-    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
-    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
-        self.inner.budget.admit(dir)
-    }
-}
-
 impl BackendContext for FjallContext {
     type Options = FjallContextOptions;
+
+    fn budget(&self) -> &BucketBudget {
+        &self.inner.budget
+    }
+
+    /// Reserves against the shared database's directory, where the descriptors are.
+    fn admit(&self, bucket_dir: &std::path::Path) -> Result<BucketLease> {
+        self.inner
+            .budget
+            .admit(&crate::database::shared_dir_of(bucket_dir)?)
+    }
 
     fn new(settings: FjallContextOptions) -> Result<Self> {
         Ok(FjallContext {
@@ -103,15 +72,6 @@ impl BackendContext for FjallContext {
                 budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
                 settings,
             }),
-        })
-    }
-
-    /// The process-wide default context ([`FjallContextOptions::default`]), created on first
-    /// use; `OpenEngine::open` opens engines from it.
-    fn global() -> Result<Self> {
-        static GLOBAL: Mutex<Option<FjallContext>> = Mutex::new(None);
-        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global fjall context", || {
-            FjallContext::new(FjallContextOptions::default())
         })
     }
 
@@ -124,10 +84,6 @@ impl BackendContext for FjallContext {
 
     fn settings(&self) -> &FjallContextOptions {
         &self.inner.settings
-    }
-
-    fn open_buckets(&self) -> usize {
-        self.inner.budget.open_buckets()
     }
 
     /// What `buckets` open buckets in one directory hold at most: the worker threads and

@@ -34,8 +34,8 @@ use tidemark_engine_api::sync::lock;
 use tidemark_engine_api::{Error, Result};
 
 use crate::compaction_filter::TagThresholdFilterFactory;
-use crate::context::FjallContextOptions;
 use crate::error::{BACKEND, fjall_err};
+use crate::options::FjallContextOptions;
 
 /// Name of the directory of the shared databases, beside the bucket directories they serve.
 pub const SHARED_DIR: &str = ".tidemark-fjall";

@@ -13,37 +13,59 @@
 //! many buckets a process opens. Each bucket directory holds its marker, its high-water record
 //! and the name of its keyspaces.
 //!
-//! The engine is the shared [`DiskEngine`](tidemark_disk::DiskEngine) skeleton over the fjall storage,
-//! which supplies only fjall's primitives.
+//! The engine is the shared [`DiskEngine`] skeleton over the fjall storage ([`FjallStorage`]),
+//! which supplies only fjall's primitives and diagnostics.
 
-mod backend;
 mod compaction_filter;
 mod context;
 mod database;
-mod engine;
+#[cfg(feature = "testing")]
+mod declared;
 mod error;
+mod options;
 mod storage;
 
-#[cfg(feature = "testing")]
-pub use backend::FJALL_WINDOW_MULTIPLE;
-pub use backend::Fjall;
 pub use compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
-pub use context::{
-    FDS_PER_BUCKET, FIXED_FDS_PER_DATABASE, FjallContext, FjallContextOptions, MEMORY_PER_BUCKET,
-};
+pub use context::{FDS_PER_BUCKET, FIXED_FDS_PER_DATABASE, FjallContext, MEMORY_PER_BUCKET};
 pub use database::{
     DATA_SUFFIX, FLUSH_MARKER_LEN, MAX_BUCKETS_PER_DATABASE, META_SUFFIX, MIN_CACHED_FILES,
     MIN_JOURNAL_BUDGET, SHARED_DIR, tuned_builder,
 };
-pub use engine::FjallEngine;
+#[cfg(feature = "testing")]
+pub use declared::FJALL_WINDOW_MULTIPLE;
 pub use error::BACKEND;
 /// The fjall crate this backend is built on (for baselines tuned like its buckets).
 pub use fjall;
-pub use storage::{KEYSPACE_RECORD, data_keyspace_options, flush_keyspaces};
+pub use options::FjallContextOptions;
+pub use storage::{FjallStorage, KEYSPACE_RECORD, data_keyspace_options, flush_keyspaces};
+
+/// A Tidemark engine on fjall; reclaims with the watermark compaction filter.
+///
+/// `reclaim()` flushes, then major-compacts the bucket's `data` keyspace into its last level, so
+/// everything covered when it starts is physically gone when it returns. Its report counts what
+/// the filter removed during the call, exactly: the filter is armed only inside a reclaim, with
+/// the threshold fixed when it started. `reclaim_below` does the same with the filter's threshold
+/// replaced by `min(threshold, W)` for the duration of the call.
+///
+/// ```no_run
+/// use tidemark_backend_fjall::{BackendContext, FjallContext, FjallContextOptions, FjallEngine};
+/// use tidemark_engine_api::{Engine, EngineOptions};
+///
+/// let ctx = FjallContext::new(FjallContextOptions::default())?;
+/// let engine = FjallEngine::open_in(&ctx, "/tmp/buckets/1".as_ref(), EngineOptions::default())?;
+/// engine.put(b"k", b"v", 0)?;
+/// engine.advance_watermark(1)?;
+/// assert_eq!(engine.reclaim()?.values_removed, 1);
+/// # Ok::<(), tidemark_engine_api::Error>(())
+/// ```
+///
+/// Its diagnostics are the storage's ([`DiskEngine::storage`]): the shared database's path, the
+/// keyspace name, the filter's counters.
+pub type FjallEngine = DiskEngine<FjallStorage>;
 /// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
 pub use tidemark_disk::compaction_policy::{
     FilterCounterSnapshot, FilterCounters, ThresholdSupplier,
 };
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use tidemark_disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};

@@ -32,12 +32,12 @@ use tidemark_disk::layout::{FileStart, write_file_atomically};
 use tidemark_disk::meta::encode_u64;
 use tidemark_disk::watermark_threshold::{WatermarkThreshold, watermark_supplier};
 use tidemark_disk::{
-    BackendContext, LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit,
+    BackendContext, CommitRequest, LiveEntries, MetaKey, ReadStored, ReclaimRequest, ReclaimWork,
+    Storage, StorageInit,
 };
-use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::Verifier;
 use tidemark_engine_api::covered::MetaRow;
-use tidemark_engine_api::verify::Verifier;
-use tidemark_engine_api::{Error, Result};
+use tidemark_engine_api::{Error, ReclaimCost, Result};
 
 use crate::compaction_filter::TagThresholdFilterFactory;
 use crate::context::FjallContext;
@@ -98,129 +98,6 @@ impl Drop for FjallStorage {
 }
 
 impl FjallStorage {
-    /// Opens the bucket's keyspaces in the shared database of `init.dir`'s parent, creating them
-    /// when the directory has no [`KEYSPACE_RECORD`] and `init.options.open_mode` creates
-    /// ([`Error::NoStore`] when it does not; [`Error::Damaged`] when the record exists but its
-    /// keyspaces do not). The filter reads `init.watermark`.
-    ///
-    /// fjall has no read-only open: a read-only engine opens the shared database normally (its
-    /// recovery may write) and never writes through it.
-    pub fn open(context: &FjallContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
-        let dir = init.dir;
-        let record_path = dir.join(KEYSPACE_RECORD);
-        init.require_engine_file(&record_path, "fjall keyspace record", FileStart::Header)?;
-        let recorded = read_record(dir, &record_path)?;
-        let settings = context.settings();
-        let memtable = settings.memtable_bytes.max(64 << 10);
-        let open_keyspaces = |database: &DatabaseLease,
-                              name: &str|
-         -> Result<(Keyspace, Keyspace)> {
-            let data = database.keyspace(&data_name(name), || data_keyspace_options(memtable))?;
-            let meta = database.keyspace(&meta_name(name), || {
-                KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
-            })?;
-            Ok((data, meta))
-        };
-        let home = std::fs::canonicalize(dir)?;
-        let (database, record, data, meta) = match recorded {
-            Some(record) if record.home != home => {
-                return Err(Error::backend(
-                    BACKEND,
-                    format!(
-                        "the fjall bucket directory {} was created as {}: a copied or moved \
-                         fjall bucket directory is not a store of its own (its data stays in the \
-                         shared database {} of the original's parent)",
-                        dir.display(),
-                        record.home.display(),
-                        SHARED_DIR
-                    ),
-                ));
-            }
-            Some(record) => {
-                if !DatabaseLease::exists(dir, record.database)? {
-                    return Err(Error::Damaged {
-                        path: dir.to_path_buf(),
-                        reason: format!(
-                            "its {KEYSPACE_RECORD} names keyspaces in the shared fjall database \
-                             ../{SHARED_DIR}/{}, which is missing",
-                            record.database
-                        ),
-                    });
-                }
-                let database = DatabaseLease::open(dir, record.database, settings)?;
-                for keyspace in [data_name(&record.name), meta_name(&record.name)] {
-                    if !database.keyspace_exists(&keyspace)? {
-                        return Err(Error::Damaged {
-                            path: dir.to_path_buf(),
-                            reason: format!(
-                                "its keyspace {keyspace:?} is missing from the shared fjall \
-                                 database {}",
-                                database.path()?.display()
-                            ),
-                        });
-                    }
-                }
-                let (data, meta) = open_keyspaces(&database, &record.name)?;
-                (database, record, data, meta)
-            }
-            None => {
-                if home.to_str().is_none_or(|h| h.contains('\n')) {
-                    return Err(Error::invalid(format!(
-                        "a fjall bucket directory's path must be UTF-8 without line breaks: {}",
-                        home.display()
-                    )));
-                }
-                let (database, number) = DatabaseLease::open_with_room(dir, settings)?;
-                let (name, data, meta) = database.creating(|| {
-                    let name = free_name(&database, dir)?;
-                    let (data, meta) = open_keyspaces(&database, &name)?;
-                    Ok((name, data, meta))
-                })?;
-                let record = KeyspaceRecord {
-                    name,
-                    database: number,
-                    home: home.clone(),
-                };
-                // The keyspaces exist durably before the record names them: a crash in between
-                // leaves unnamed keyspaces (space, never a wrong store).
-                database
-                    .db()?
-                    .persist(PersistMode::SyncAll)
-                    .map_err(fjall_err)?;
-                write_file_atomically(dir, KEYSPACE_RECORD, record.body().as_bytes())?;
-                (database, record, data, meta)
-            }
-        };
-        let name = record.name;
-        let filter_threshold = Arc::new(WatermarkThreshold::new(
-            init.watermark,
-            init.options.retention_distance,
-        ));
-        let filter_counters = Arc::new(FilterCounters::default());
-        let filter_armed = Arc::new(AtomicBool::new(false));
-        let threshold = watermark_supplier(Arc::clone(&filter_threshold));
-        let armed = Arc::clone(&filter_armed);
-        let supplier: ThresholdSupplier =
-            Arc::new(move || armed.load(Ordering::Acquire).then(|| threshold()).flatten());
-        let filter_factory = Arc::new(
-            TagThresholdFilterFactory::new(0, supplier).with_counters(Arc::clone(&filter_counters)),
-        );
-        database.route(&data_name(&name), Arc::clone(&filter_factory))?;
-        Ok(FjallStorage {
-            data,
-            meta,
-            name,
-            dir: dir.to_path_buf(),
-            context: context.clone(),
-            filter_threshold,
-            filter_counters,
-            filter_armed,
-            filter_factory,
-            database,
-            _lease: lease,
-        })
-    }
-
     /// The context this bucket shares resources with.
     pub fn context(&self) -> &FjallContext {
         &self.context
@@ -361,8 +238,131 @@ impl FjallStorage {
 impl Storage for FjallStorage {
     const BACKEND: &'static str = BACKEND;
     /// A major compaction of the bucket rewrites its live data.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
-        tidemark_engine_api::ReclaimCost::Rewrite;
+    const RECLAIM_COST: ReclaimCost = ReclaimCost::Rewrite;
+    type Context = FjallContext;
+
+    /// Opens the bucket's keyspaces in the shared database of `init.dir`'s parent, creating them
+    /// when the directory has no [`KEYSPACE_RECORD`] and `init.options.open_mode` creates
+    /// ([`Error::NoStore`] when it does not; [`Error::Damaged`] when the record exists but its
+    /// keyspaces do not). The filter reads `init.watermark`.
+    ///
+    /// fjall has no read-only open: a read-only engine opens the shared database normally (its
+    /// recovery may write) and never writes through it.
+    fn open(context: &FjallContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
+        let dir = init.dir;
+        let record_path = dir.join(KEYSPACE_RECORD);
+        init.require_engine_file(&record_path, "fjall keyspace record", FileStart::Header)?;
+        let recorded = read_record(dir, &record_path)?;
+        let settings = context.settings();
+        let memtable = settings.memtable_bytes.max(64 << 10);
+        let open_keyspaces = |database: &DatabaseLease,
+                              name: &str|
+         -> Result<(Keyspace, Keyspace)> {
+            let data = database.keyspace(&data_name(name), || data_keyspace_options(memtable))?;
+            let meta = database.keyspace(&meta_name(name), || {
+                KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
+            })?;
+            Ok((data, meta))
+        };
+        let home = std::fs::canonicalize(dir)?;
+        let (database, record, data, meta) = match recorded {
+            Some(record) if record.home != home => {
+                return Err(Error::backend(
+                    BACKEND,
+                    format!(
+                        "the fjall bucket directory {} was created as {}: a copied or moved \
+                         fjall bucket directory is not a store of its own (its data stays in the \
+                         shared database {} of the original's parent)",
+                        dir.display(),
+                        record.home.display(),
+                        SHARED_DIR
+                    ),
+                ));
+            }
+            Some(record) => {
+                if !DatabaseLease::exists(dir, record.database)? {
+                    return Err(Error::Damaged {
+                        path: dir.to_path_buf(),
+                        reason: format!(
+                            "its {KEYSPACE_RECORD} names keyspaces in the shared fjall database \
+                             ../{SHARED_DIR}/{}, which is missing",
+                            record.database
+                        ),
+                    });
+                }
+                let database = DatabaseLease::open(dir, record.database, settings)?;
+                for keyspace in [data_name(&record.name), meta_name(&record.name)] {
+                    if !database.keyspace_exists(&keyspace)? {
+                        return Err(Error::Damaged {
+                            path: dir.to_path_buf(),
+                            reason: format!(
+                                "its keyspace {keyspace:?} is missing from the shared fjall \
+                                 database {}",
+                                database.path()?.display()
+                            ),
+                        });
+                    }
+                }
+                let (data, meta) = open_keyspaces(&database, &record.name)?;
+                (database, record, data, meta)
+            }
+            None => {
+                if home.to_str().is_none_or(|h| h.contains('\n')) {
+                    return Err(Error::invalid(format!(
+                        "a fjall bucket directory's path must be UTF-8 without line breaks: {}",
+                        home.display()
+                    )));
+                }
+                let (database, number) = DatabaseLease::open_with_room(dir, settings)?;
+                let (name, data, meta) = database.creating(|| {
+                    let name = free_name(&database, dir)?;
+                    let (data, meta) = open_keyspaces(&database, &name)?;
+                    Ok((name, data, meta))
+                })?;
+                let record = KeyspaceRecord {
+                    name,
+                    database: number,
+                    home: home.clone(),
+                };
+                // The keyspaces exist durably before the record names them: a crash in between
+                // leaves unnamed keyspaces (space, never a wrong store).
+                database
+                    .db()?
+                    .persist(PersistMode::SyncAll)
+                    .map_err(fjall_err)?;
+                write_file_atomically(dir, KEYSPACE_RECORD, record.body().as_bytes())?;
+                (database, record, data, meta)
+            }
+        };
+        let name = record.name;
+        let filter_threshold = Arc::new(WatermarkThreshold::new(
+            init.watermark,
+            init.options.retention_distance,
+        ));
+        let filter_counters = Arc::new(FilterCounters::default());
+        let filter_armed = Arc::new(AtomicBool::new(false));
+        let threshold = watermark_supplier(Arc::clone(&filter_threshold));
+        let armed = Arc::clone(&filter_armed);
+        let supplier: ThresholdSupplier =
+            Arc::new(move || armed.load(Ordering::Acquire).then(|| threshold()).flatten());
+        let filter_factory = Arc::new(
+            TagThresholdFilterFactory::new(0, supplier).with_counters(Arc::clone(&filter_counters)),
+        );
+        database.route(&data_name(&name), Arc::clone(&filter_factory))?;
+        Ok(FjallStorage {
+            data,
+            meta,
+            name,
+            dir: dir.to_path_buf(),
+            context: context.clone(),
+            filter_threshold,
+            filter_counters,
+            filter_armed,
+            filter_factory,
+            database,
+            _lease: lease,
+        })
+    }
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.meta
@@ -407,17 +407,11 @@ impl Storage for FjallStorage {
         batch.commit().map_err(fjall_err)
     }
 
-    fn commit(
-        &self,
-        writes: &[&Record],
-        applied_end: u64,
-        rows: &[MetaRow],
-        sync: bool,
-    ) -> Result<()> {
+    fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
         let mut batch = self
             .batch()?
-            .durability(sync.then_some(PersistMode::SyncAll));
-        for record in writes {
+            .durability(commit.sync.then_some(PersistMode::SyncAll));
+        for record in commit.writes {
             batch.insert(&self.data, record.key(), record.encoded_value());
         }
         // The applied end rides in the same batch, one journal entry: a crash never separates
@@ -425,13 +419,13 @@ impl Storage for FjallStorage {
         batch.insert(
             &self.meta,
             MetaKey::AppliedEnd.bytes(),
-            encode_u64(applied_end).as_slice(),
+            encode_u64(commit.applied_end).as_slice(),
         );
-        self.add_meta_rows(&mut batch, rows);
+        self.add_meta_rows(&mut batch, commit.rows);
         batch.commit().map_err(fjall_err)
     }
 
-    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+    fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
         let value = self.data.get(key).map_err(|e| read_err(key, e))?;
         read(value.as_deref())
     }
@@ -441,11 +435,7 @@ impl Storage for FjallStorage {
     /// pinned in memory, blocks come from the shared cache when the bucket is warm), so it
     /// never blocks for long. Answering only from the active memtable sent nearly every bucket
     /// lookup to a blocking thread, ten times the cost of the read itself.
-    fn get_inline<T>(
-        &self,
-        key: &[u8],
-        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
-    ) -> Result<Option<T>> {
+    fn get_inline<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<Option<T>> {
         self.get(key, read).map(Some)
     }
 

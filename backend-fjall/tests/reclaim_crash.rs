@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::{CRASH_CHILD_EXIT, crash_child_dir, run_crash_child};
 use tidemark_backend_fjall::{BackendContext, FjallContext, FjallEngine};
-use tidemark_engine_api::batch::WriteBatch;
+use tidemark_engine_api::WriteBatch;
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup};
 
 fn open(ctx: &FjallContext, path: &Path) -> FjallEngine {

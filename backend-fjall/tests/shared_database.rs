@@ -30,16 +30,22 @@ fn buckets_of_one_directory_share_a_database_and_keep_their_own_keyspaces() {
     let ctx = FjallContext::for_buckets(4).unwrap();
     let a = open(&ctx, &tmp.path().join("a")).unwrap();
     let b = open(&ctx, &tmp.path().join("b")).unwrap();
-    assert_eq!(a.database_path().unwrap(), b.database_path().unwrap());
     assert_eq!(
-        a.database_path().unwrap(),
+        a.storage().database_path().unwrap(),
+        b.storage().database_path().unwrap()
+    );
+    assert_eq!(
+        a.storage().database_path().unwrap(),
         tmp.path()
             .canonicalize()
             .unwrap()
             .join(SHARED_DIR)
             .join("0")
     );
-    assert_eq!((a.keyspace_name(), b.keyspace_name()), ("a", "b"));
+    assert_eq!(
+        (a.storage().keyspace_name(), b.storage().keyspace_name()),
+        ("a", "b")
+    );
     a.put(b"k", b"from-a", 0).unwrap();
     b.put(b"k", b"from-b", 0).unwrap();
     assert_eq!(value(&a, b"k").as_deref(), Some(&b"from-a"[..]));
@@ -95,7 +101,7 @@ fn a_recreated_directory_never_reuses_leftover_keyspaces() {
     }
     std::fs::remove_dir_all(&path).unwrap();
     let e = open(&ctx, &path).unwrap();
-    assert_eq!(e.keyspace_name(), "bucket~1");
+    assert_eq!(e.storage().keyspace_name(), "bucket~1");
     assert_eq!((e.applied_end(), value(&e, b"old")), (0, None));
 }
 
@@ -181,8 +187,8 @@ fn a_directory_of_many_buckets_spreads_over_databases_that_all_reopen() {
                 e
             })
             .collect();
-        let first = engines[0].database_path().unwrap();
-        let last = engines[buckets - 1].database_path().unwrap();
+        let first = engines[0].storage().database_path().unwrap();
+        let last = engines[buckets - 1].storage().database_path().unwrap();
         assert_eq!(first.file_name().unwrap(), "0");
         assert_eq!(last.file_name().unwrap(), "1");
     }

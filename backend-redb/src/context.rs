@@ -6,10 +6,8 @@
 //! database. The context gives each bucket an even share of one budget instead of redb's 1 GiB
 //! default each.
 
-use std::sync::Mutex;
-
 use tidemark_disk::BackendContext;
-use tidemark_disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
+use tidemark_disk::budget::{BucketBudget, CacheBudget, ResourceBounds};
 use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
@@ -62,11 +60,6 @@ impl RedbContext {
     pub fn cache_bytes_per_bucket(&self) -> u64 {
         self.cache_share
     }
-
-    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
-    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
-        self.budget.admit(dir)
-    }
 }
 
 impl BackendContext for RedbContext {
@@ -80,15 +73,6 @@ impl BackendContext for RedbContext {
             budget: BucketBudget::new(BACKEND, settings.max_buckets, FDS_PER_BUCKET),
             cache_share,
             settings,
-        })
-    }
-
-    /// The process-wide default context ([`RedbContextOptions::default`]), created on first use;
-    /// [`tidemark_engine_api::OpenEngine::open`] opens engines from it.
-    fn global() -> Result<Self> {
-        static GLOBAL: Mutex<Option<RedbContext>> = Mutex::new(None);
-        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global redb context", || {
-            RedbContext::new(RedbContextOptions::default())
         })
     }
 
@@ -106,9 +90,8 @@ impl BackendContext for RedbContext {
         &self.settings
     }
 
-    /// Buckets open from this context now.
-    fn open_buckets(&self) -> usize {
-        self.budget.open_buckets()
+    fn budget(&self) -> &BucketBudget {
+        &self.budget
     }
 
     /// What `buckets` open buckets of this context hold at most: no thread, a descriptor each

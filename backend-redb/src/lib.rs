@@ -9,22 +9,42 @@
 //! Reclamation is the shared range-scan sweeper of `tidemark_disk::sweeper`; this crate only
 //! supplies the chunk transaction. See the crate README for the trade-offs.
 
-mod backend;
 mod context;
 mod db;
-mod engine;
+#[cfg(feature = "testing")]
+mod declared;
 mod error;
 mod storage;
 mod sweep;
 mod tables;
 
-#[cfg(feature = "testing")]
-pub use backend::REDB_WINDOW_MULTIPLE;
-pub use backend::Redb;
 pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, RedbContext, RedbContextOptions,
 };
-pub use engine::{DB_FILE, RedbDiskStats, RedbEngine};
+#[cfg(feature = "testing")]
+pub use declared::REDB_WINDOW_MULTIPLE;
+pub use storage::{DB_FILE, RedbDiskStats, RedbStorage};
+
+/// A bucket stored in one redb file (`<dir>/bucket.redb`) with tables `data`, `by_offset` and
+/// `meta`.
+///
+/// * `apply` writes the batch's data rows, their index rows and the new applied end in one write
+///   transaction, committed with `Durability::Immediate` when `sync_writes` is true and
+///   `Durability::None` otherwise (a non-durable commit may be lost on a crash, but it is never
+///   torn: redb commits are atomic).
+/// * `advance_watermark` / `adopt_lake_watermark` always commit durably before returning.
+/// * `options.open_mode` decides whether the file is created (`Database::create`), must exist
+///   (`Database::open`), or is opened with redb's read-only open (`ReadOnlyDatabase`), which
+///   never writes to it.
+/// * `reclaim` runs the shared sweeper with one write transaction per chunk of
+///   `sweep_chunk_rows` index rows, so writers wait for at most one chunk, and ends with one
+///   durable commit; then, when the file is mostly garbage and its live pages are few, with a
+///   `Database::compact` that gives the space back (see the crate README).
+///
+/// Its diagnostics are the storage's ([`DiskEngine::storage`]): [`RedbStorage::file`] and
+/// [`RedbStorage::disk_stats`] (run it through [`DiskEngine::write_storage`]: it takes redb's
+/// write transaction).
+pub type RedbEngine = DiskEngine<RedbStorage>;
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use tidemark_disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};

@@ -7,15 +7,18 @@ use std::sync::{RwLock, RwLockReadGuard, TryLockError};
 use redb::{Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::contain::{catch_panic, contained};
-use tidemark_disk::sweeper::{self, ChunkSizer, index_key};
-use tidemark_disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use tidemark_engine_api::batch::Record;
+use tidemark_disk::offset_index::{VerifyIndex, index_key};
+use tidemark_disk::sweeper::{self, ChunkSizer};
+use tidemark_disk::{
+    CommitRequest, LiveEntries, MetaKey, ReadStored, ReclaimRequest, ReclaimWork, Storage,
+    StorageInit,
+};
+use tidemark_engine_api::Verifier;
 use tidemark_engine_api::covered::MetaRow;
-use tidemark_engine_api::verify::Verifier;
-use tidemark_engine_api::{EngineOptions, Result, sync};
+use tidemark_engine_api::{EngineOptions, ReclaimCost, Result, sync};
 
+use crate::context::RedbContext;
 use crate::db::RedbDb;
-use crate::engine::RedbDiskStats;
 use crate::error::{BACKEND, RedbResultExt, redb_error};
 use crate::sweep::RedbChunker;
 use crate::tables::{BY_OFFSET, DATA, META};
@@ -167,7 +170,8 @@ impl RedbStorage {
         self.unsynced_records.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn file(&self) -> &Path {
+    /// Path of the database file (`<bucket>/bucket.redb`).
+    pub fn file(&self) -> &Path {
         &self.file
     }
 
@@ -304,7 +308,13 @@ impl RedbStorage {
         }
     }
 
-    pub(crate) fn disk_stats(&self) -> Result<RedbDiskStats> {
+    /// redb's own storage figures, including fragmented bytes (free pages awaiting reuse).
+    ///
+    /// This walks every tree and briefly holds the write lock, so it costs time proportional to
+    /// the file; it is a diagnostic, which is why `Engine::stats` does not call it. It takes
+    /// redb's write transaction (then aborts it): call it through
+    /// [`DiskEngine::write_storage`](tidemark_disk::DiskEngine::write_storage).
+    pub fn disk_stats(&self) -> Result<RedbDiskStats> {
         let db = self.db()?;
         let txn = db
             .writable(&self.file, "disk_stats")?
@@ -356,11 +366,40 @@ fn durability(sync: bool) -> Durability {
     }
 }
 
+/// Name of the database file inside the bucket directory.
+pub const DB_FILE: &str = "bucket.redb";
+
+/// Storage figures that only redb can report; see [`RedbStorage::disk_stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RedbDiskStats {
+    /// Size of the database file.
+    pub file_bytes: u64,
+    /// Bytes of keys and values stored in leaf pages.
+    pub stored_bytes: u64,
+    /// Bytes of branch pages and redb's own metadata tables.
+    pub metadata_bytes: u64,
+    /// Bytes lost to fragmentation plus free pages waiting for reuse.
+    pub fragmented_bytes: u64,
+    /// Pages currently allocated.
+    pub allocated_pages: u64,
+    /// redb's page size.
+    pub page_size: u64,
+}
+
 impl Storage for RedbStorage {
     const BACKEND: &'static str = BACKEND;
     /// A sweep visits only the covered index rows.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
-        tidemark_engine_api::ReclaimCost::Proportional;
+    const RECLAIM_COST: ReclaimCost = ReclaimCost::Proportional;
+    type Context = RedbContext;
+
+    /// Opens (by default creating) `<bucket>/bucket.redb` with a page cache of
+    /// [`RedbContext::cache_bytes_per_bucket`].
+    fn open(context: &RedbContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
+        let cache = usize::try_from(context.cache_bytes_per_bucket()).unwrap_or(usize::MAX);
+        let file: PathBuf = init.dir.join(DB_FILE);
+        let db = RedbDb::open(&init, &file, cache)?;
+        RedbStorage::new(db, file, init.options, lease)
+    }
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         let db = self.db()?;
@@ -417,25 +456,19 @@ impl Storage for RedbStorage {
         txn.commit().redb()
     }
 
-    fn commit(
-        &self,
-        writes: &[&Record],
-        applied_end: u64,
-        rows: &[MetaRow],
-        sync: bool,
-    ) -> Result<()> {
+    fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
         // Commits run under the engine's writer lock; a sweep's durable commit between this
         // load and the store below only makes the next durable commit come early.
-        let unsynced = self.unsynced_records.load(Ordering::Relaxed) + writes.len() as u64;
-        let durable =
-            sync || (unsynced >= DURABLE_EVERY_RECORDS && !self.sweeping.load(Ordering::Acquire));
+        let unsynced = self.unsynced_records.load(Ordering::Relaxed) + commit.writes.len() as u64;
+        let durable = commit.sync
+            || (unsynced >= DURABLE_EVERY_RECORDS && !self.sweeping.load(Ordering::Acquire));
         let db = self.db()?;
         let mut txn = db.writable(&self.file, "apply")?.begin_write().redb()?;
         txn.set_durability(durability(durable)).redb()?;
         {
             let mut data = txn.open_table(DATA).redb()?;
             let mut index = txn.open_table(BY_OFFSET).redb()?;
-            for record in writes {
+            for record in commit.writes {
                 let key = record.key();
                 data.insert(key, record.encoded_value().as_slice()).redb()?;
                 index
@@ -444,8 +477,8 @@ impl Storage for RedbStorage {
             }
         }
         // Same transaction as the rows: a crash can never separate them.
-        put_meta(&txn, MetaKey::AppliedEnd, applied_end)?;
-        put_rows(&txn, rows)?;
+        put_meta(&txn, MetaKey::AppliedEnd, commit.applied_end)?;
+        put_rows(&txn, commit.rows)?;
         txn.commit().redb()?;
         let unsynced = if durable { 0 } else { unsynced };
         self.unsynced_records.store(unsynced, Ordering::Relaxed);
@@ -455,11 +488,7 @@ impl Storage for RedbStorage {
     /// Inline unless a compaction holds the database: redb reads pages through its page cache;
     /// a point read is a few page reads of one B-tree path, from the cache when the bucket is
     /// warm, so it never blocks for long, but a compaction would hold it for its whole length.
-    fn get_inline<T>(
-        &self,
-        key: &[u8],
-        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
-    ) -> Result<Option<T>> {
+    fn get_inline<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<Option<T>> {
         let db = match self.db.try_read() {
             Ok(db) => db,
             Err(TryLockError::WouldBlock) => return Ok(None),
@@ -475,7 +504,7 @@ impl Storage for RedbStorage {
         read(stored.as_ref().map(|guard| guard.value())).map(Some)
     }
 
-    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+    fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
         let db = self.db()?;
         let txn = db.begin_read()?;
         let data = txn.open_table(DATA).redb()?;
@@ -490,7 +519,8 @@ impl Storage for RedbStorage {
         self.note_live_estimate(self.live_entries()?.count);
         let before_chunk = || self.durable_if_due();
         let chunker = RedbChunker {
-            storage: self,
+            db: &self.db,
+            file: &self.file,
             before_chunk: &before_chunk,
         };
         self.sweeping.store(true, Ordering::Release);
@@ -499,7 +529,7 @@ impl Storage for RedbStorage {
             request.threshold,
             self.chunks,
             request.turns,
-            request.faults,
+            request.on_chunk,
         );
         self.sweeping.store(false, Ordering::Release);
         let totals = swept?;
@@ -629,5 +659,71 @@ impl tidemark_disk::testing::StorageHooks for RedbStorage {
             .is_some();
         txn.commit().redb()?;
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tidemark_engine_api::{Engine, EngineOptions, OpenEngine};
+
+    use crate::RedbEngine;
+
+    /// Unsynced writes become durable every `DURABLE_EVERY_RECORDS` records, so the pages
+    /// their commits freed become reusable; synced writes leave nothing pending.
+    #[test]
+    fn unsynced_writes_commit_durably_every_so_many_records() {
+        use super::DURABLE_EVERY_RECORDS;
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, sync: bool| {
+            let options = EngineOptions::default().with_sync_writes(sync);
+            RedbEngine::open(&dir.path().join(name), options).unwrap()
+        };
+        let engine = open("unsynced", false);
+        let batch = 100u64;
+        let mut offset = 0u64;
+        let mut pending = Vec::new();
+        while offset < 3 * DURABLE_EVERY_RECORDS {
+            let mut writes = tidemark_engine_api::WriteBatch::new();
+            for _ in 0..batch {
+                writes.put(offset.to_be_bytes().to_vec(), b"value".to_vec(), offset);
+                offset += 1;
+            }
+            engine.apply(&writes).unwrap();
+            let unsynced = engine.storage().unsynced_records();
+            assert!(
+                unsynced < DURABLE_EVERY_RECORDS,
+                "{unsynced} records never made durable"
+            );
+            pending.push(unsynced);
+        }
+        // The count went back to zero at least twice: durable commits happened in between.
+        assert!(
+            pending.iter().filter(|&&n| n == 0).count() >= 2,
+            "{pending:?}"
+        );
+        let synced = open("synced", true);
+        synced.put(b"k", b"v", 0).unwrap();
+        assert_eq!(synced.storage().unsynced_records(), 0);
+    }
+
+    /// redb writes when it closes its file; a panic there (as on a damaged file) is contained
+    /// in the drop, and the store opens again afterwards.
+    #[test]
+    fn a_panic_while_closing_stays_inside_the_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
+        engine.put(b"k", b"v", 0).unwrap();
+        engine.storage().panic_on_close();
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(engine)));
+        assert!(dropped.is_ok(), "the panic escaped the drop");
+        let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
+        assert_eq!(engine.applied_end(), 1);
+        assert_eq!(
+            engine.lookup(b"k").unwrap(),
+            tidemark_engine_api::LocalLookup::Value {
+                offset: 0,
+                bytes: b"v".to_vec()
+            }
+        );
     }
 }

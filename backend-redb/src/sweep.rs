@@ -6,36 +6,37 @@
 use std::ops::Bound;
 
 use redb::{AccessGuard, Durability, ReadableTable};
-use tidemark_disk::sweeper::{ChunkResult, SweepChunk, index_upper_bound, plan_row};
+use tidemark_disk::offset_index::index_upper_bound;
+use tidemark_disk::sweeper::{ChunkRequest, ChunkResult, SweepChunk, plan_row};
 use tidemark_engine_api::Result;
 
+use std::path::Path;
+use std::sync::RwLock;
+
+use tidemark_engine_api::sync;
+
+use crate::db::RedbDb;
 use crate::error::RedbResultExt;
-use crate::storage::RedbStorage;
 use crate::tables::{BY_OFFSET, DATA};
 
 /// Runs sweeper chunks against one bucket's database.
 pub(crate) struct RedbChunker<'a> {
-    /// Each chunk read-locks the database for its transaction only (see `RedbStorage::db`).
-    pub(crate) storage: &'a RedbStorage,
+    /// The bucket's database: each chunk read-locks it for its transaction only (a compaction
+    /// takes it for writing; see `RedbStorage::db`).
+    pub(crate) db: &'a RwLock<RedbDb>,
+    /// The database file, for errors.
+    pub(crate) file: &'a Path,
     /// Called before each chunk: makes the writers' commits durable when they are due (see
     /// `RedbStorage::durable_if_due`), here rather than in a writer's apply while a sweep runs.
     pub(crate) before_chunk: &'a dyn Fn() -> Result<()>,
 }
 
 impl SweepChunk for RedbChunker<'_> {
-    fn sweep_chunk(
-        &self,
-        threshold: u64,
-        limit: usize,
-        resume_after: Option<&[u8]>,
-    ) -> Result<ChunkResult> {
+    fn sweep_chunk(&self, chunk: ChunkRequest<'_>) -> Result<ChunkResult> {
         (self.before_chunk)()?;
-        let upper = index_upper_bound(threshold);
-        let db = self.storage.db()?;
-        let mut txn = db
-            .writable(self.storage.file(), "reclaim")?
-            .begin_write()
-            .redb()?;
+        let upper = index_upper_bound(chunk.threshold);
+        let db = sync::read(self.db, "redb database")?;
+        let mut txn = db.writable(self.file, "reclaim")?.begin_write().redb()?;
         // The write lock is held from here: what writers wait for.
         let holding = std::time::Instant::now();
         // Chunks commit without an fsync each; `RedbStorage::reclaim` ends the sweep with one
@@ -46,16 +47,16 @@ impl SweepChunk for RedbChunker<'_> {
         {
             let mut index = txn.open_table(BY_OFFSET).redb()?;
             let mut data = txn.open_table(DATA).redb()?;
-            let lower = match resume_after {
+            let lower = match chunk.resume_after {
                 Some(after) => Bound::Excluded(after),
                 None => Bound::Unbounded,
             };
             // Collect the chunk's index keys first: the range borrows the table, and the rows are
-            // removed below. `limit` bounds this buffer.
+            // removed below. `chunk.limit` bounds this buffer.
             let rows = index
                 .range::<&[u8]>((lower, Bound::Excluded(upper.as_slice())))
                 .redb()?
-                .take(limit)
+                .take(chunk.limit)
                 .map(|row| row.map(|(k, _)| k.value().to_vec()))
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .redb()?;

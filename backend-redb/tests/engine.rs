@@ -6,10 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use tidemark_backend_redb::Redb;
-use tidemark_disk::DiskBackend;
 
-use tidemark_backend_redb::{DB_FILE, RedbEngine};
+use tidemark_backend_redb::{DB_FILE, RedbEngine, RedbStorage};
 use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine};
 
 fn open(dir: &Path) -> RedbEngine {
@@ -31,9 +29,7 @@ fn corrupt_value_is_kept_counted_and_reported_by_lookup() {
     let tmp = tempfile::tempdir().unwrap();
     let engine = open(tmp.path());
     engine.put(b"good", b"v", 0).unwrap();
-    Redb::skeleton(&engine)
-        .insert_raw(b"bad", &[0x07, 1, 2])
-        .unwrap();
+    engine.insert_raw(b"bad", &[0x07, 1, 2]).unwrap();
     engine.put(b"later", b"v", 5).unwrap();
     engine.advance_watermark(3).unwrap();
 
@@ -72,15 +68,18 @@ fn stats_report_live_covered_and_file_size() {
     // Index rows below 6: five live-or-stale rows k0..k4@0..4 plus k0@5 — an upper bound on
     // the one live covered entry (k0@5).
     assert_eq!(stats.covered_estimate, 6);
-    assert_eq!(stats.bytes_on_disk, engine.disk_stats().unwrap().file_bytes);
+    assert_eq!(
+        stats.bytes_on_disk,
+        engine
+            .write_storage("disk_stats", RedbStorage::disk_stats)
+            .unwrap()
+            .file_bytes
+    );
     assert!(stats.bytes_on_disk > 0);
 
     let report = engine.reclaim().unwrap();
     assert_eq!(report.removed(), 1);
-    assert_eq!(
-        Redb::skeleton(&engine).last_sweep().unwrap().stale_dropped,
-        5
-    );
+    assert_eq!(engine.last_sweep().unwrap().stale_dropped, 5);
     let stats = engine.stats().unwrap();
     assert_eq!((stats.live_entries, stats.covered_estimate), (4, 0));
     assert_eq!(stats.counters.reclaim_runs, 1);

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions, DB, LiveFile, properties};
 use tidemark_engine_api::{Error, Result};
 
-use crate::engine::BACKEND;
+use crate::error::BACKEND;
 use crate::rocks_err;
 
 /// Targeted passes after the full `compact_range` before giving up on files it left behind. One

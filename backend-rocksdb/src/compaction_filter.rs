@@ -1,7 +1,7 @@
 //! RocksDB's *tag-threshold* compaction filter.
 //!
-//! The decision for each entry is the disk toolkit's shared [`ThresholdPolicy`]: remove when
-//! `tag + distance <= limit`, the limit read from a [`ThresholdSupplier`] **once per
+//! The decision for each entry is the disk toolkit's shared [`ThresholdPolicy`](tidemark_disk::compaction_policy::ThresholdPolicy): remove when
+//! `tag + distance <= limit`, the limit read from a [`ThresholdSupplier`](tidemark_disk::compaction_policy::ThresholdSupplier) **once per
 //! compaction**, in [`CompactionFilterFactory::create`]. This module only maps that decision to
 //! RocksDB's [`Decision`] and counts manual and automatic compactions.
 //!
@@ -15,48 +15,11 @@
 //! (which would abort the process).
 
 use std::ffi::CStr;
-use std::sync::Arc;
 
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
-use tidemark_disk::compaction_policy::{
-    FilterCounters, TagReader, ThresholdPolicy, ThresholdRule, ThresholdSupplier,
-};
 
-/// Builds one [`TagThresholdFilter`] per compaction, reading the supplier once for each.
-///
-/// Install it with `Options::set_compaction_filter_factory` on the column family it guards.
-pub struct TagThresholdFilterFactory {
-    rule: ThresholdRule,
-}
-
-impl TagThresholdFilterFactory {
-    /// A factory removing entries with `tag + distance <= supplier()` ([`ThresholdRule::new`]).
-    pub fn new(distance: u64, supplier: ThresholdSupplier) -> Self {
-        TagThresholdFilterFactory {
-            rule: ThresholdRule::new(distance, supplier),
-        }
-    }
-
-    /// Counts into `counters` ([`ThresholdRule::with_counters`]).
-    pub fn with_counters(self, counters: Arc<FilterCounters>) -> Self {
-        TagThresholdFilterFactory {
-            rule: self.rule.with_counters(counters),
-        }
-    }
-
-    /// Reads tags with `reader` ([`ThresholdRule::with_tag_reader`]).
-    pub fn with_tag_reader(self, reader: TagReader) -> Self {
-        TagThresholdFilterFactory {
-            rule: self.rule.with_tag_reader(reader),
-        }
-    }
-
-    /// The shared counters.
-    pub fn counters(&self) -> Arc<FilterCounters> {
-        Arc::clone(self.rule.counters())
-    }
-}
+tidemark_disk::tag_threshold_filter_types!();
 
 impl CompactionFilterFactory for TagThresholdFilterFactory {
     type Filter = TagThresholdFilter;
@@ -65,9 +28,7 @@ impl CompactionFilterFactory for TagThresholdFilterFactory {
         self.rule
             .counters()
             .record_compaction(context.is_manual_compaction);
-        TagThresholdFilter {
-            policy: self.rule.start_compaction(),
-        }
+        self.start()
     }
 
     fn name(&self) -> &CStr {
@@ -75,22 +36,9 @@ impl CompactionFilterFactory for TagThresholdFilterFactory {
     }
 }
 
-/// The filter for one compaction run: holds the policy with the limit read when the compaction
-/// started.
-pub struct TagThresholdFilter {
-    policy: ThresholdPolicy,
-}
-
-impl TagThresholdFilter {
-    /// The limit this compaction applies (`None`: remove nothing).
-    pub fn limit(&self) -> Option<u64> {
-        self.policy.limit()
-    }
-}
-
 impl CompactionFilter for TagThresholdFilter {
     fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
-        if self.policy.removes(key, value) {
+        if self.removes(key, value) {
             Decision::Remove
         } else {
             Decision::Keep
@@ -104,7 +52,10 @@ impl CompactionFilter for TagThresholdFilter {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use tidemark_disk::compaction_policy::ThresholdSupplier;
     use tidemark_engine_api::codec::encode_value;
 
     #[test]

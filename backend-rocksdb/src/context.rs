@@ -12,14 +12,13 @@
 //! many buckets are open; each bucket's `max_background_jobs` only bounds how many of its own jobs
 //! may be queued at a time.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
 use tidemark_disk::BackendContext;
-use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds};
+use tidemark_disk::budget::{BucketBudget, ResourceBounds};
 use tidemark_engine_api::Result;
 
 use crate::rocks_err;
@@ -200,11 +199,6 @@ impl RocksDbContext {
         }
     }
 
-    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
-    pub(crate) fn admit(&self, dir: &Path) -> Result<BucketLease> {
-        self.inner.budget.admit(dir)
-    }
-
     /// Bytes the shared block cache currently holds.
     pub fn block_cache_usage(&self) -> usize {
         self.inner.cache.get_usage()
@@ -275,7 +269,7 @@ impl BackendContext for RocksDbContext {
         Ok(RocksDbContext {
             inner: Arc::new(Inner {
                 budget: BucketBudget::new(
-                    crate::engine::BACKEND,
+                    crate::error::BACKEND,
                     settings.max_buckets,
                     settings.fd_ceiling(),
                 ),
@@ -284,15 +278,6 @@ impl BackendContext for RocksDbContext {
                 write_buffers,
                 settings,
             }),
-        })
-    }
-
-    /// The process-wide default context ([`RocksDbContextOptions::default`]), created on first use;
-    /// `OpenEngine::open` opens engines from it.
-    fn global() -> Result<Self> {
-        static GLOBAL: Mutex<Option<RocksDbContext>> = Mutex::new(None);
-        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global RocksDB context", || {
-            RocksDbContext::new(RocksDbContextOptions::default())
         })
     }
 
@@ -309,9 +294,8 @@ impl BackendContext for RocksDbContext {
         &self.inner.settings
     }
 
-    /// Buckets open from this context now.
-    fn open_buckets(&self) -> usize {
-        self.inner.budget.open_buckets()
+    fn budget(&self) -> &BucketBudget {
+        &self.inner.budget
     }
 
     /// Small, reclaimed buckets: two table files each, one per column family

@@ -8,34 +8,56 @@
 //! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
 //! that ignores the retention distance ([`WatermarkThreshold::purge_below`]).
 //!
-//! The engine is the shared [`DiskEngine`](tidemark_disk::DiskEngine) skeleton over the RocksDB storage,
-//! which supplies only RocksDB's primitives.
+//! The engine is the shared [`DiskEngine`] skeleton over the RocksDB storage
+//! ([`RocksDbStorage`]), which supplies only RocksDB's primitives and diagnostics.
 //!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
 //! one rate limiter and bounded background thread pools.
 
-mod backend;
 mod compact;
 mod compaction_filter;
 mod context;
-mod engine;
+#[cfg(feature = "testing")]
+mod declared;
 mod error;
 mod storage;
 mod suppliers;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-#[cfg(feature = "testing")]
-pub use backend::ROCKSDB_WINDOW_MULTIPLE;
-pub use backend::RocksDb;
 pub use compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
 pub use context::{
     FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_OPEN_FILES, NON_TABLE_FILES,
     RETIRED_LOGS_PER_BUCKET, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_BUCKET, RocksDbContext,
     RocksDbContextOptions,
 };
-pub use engine::RocksDbEngine;
-pub use storage::{DATA_CF, DB_DIR, META_CF};
+#[cfg(feature = "testing")]
+pub use declared::ROCKSDB_WINDOW_MULTIPLE;
+pub use storage::{DATA_CF, DB_DIR, META_CF, RocksDbStorage};
+
+/// A Tidemark engine on RocksDB: the shared disk-engine skeleton over [`RocksDbStorage`] (one
+/// RocksDB database per bucket, `<bucket>/db`); reclaims with the watermark compaction filter.
+/// Its diagnostics are the storage's ([`DiskEngine::storage`]).
+///
+/// `reclaim()` flushes, then compacts the whole `data` column family down to the bottom level,
+/// so everything covered when it starts is physically gone when it returns. Its report counts
+/// what the filter removed during the call: exact for a bucket whose background compactions do
+/// not interleave, approximate otherwise (see the crate README). `reclaim_below` does the same
+/// with the filter's threshold replaced by `min(threshold, W)` for the duration of the call.
+///
+/// ```no_run
+/// use tidemark_backend_rocksdb::{BackendContext, RocksDbContext, RocksDbContextOptions, RocksDbEngine};
+/// use tidemark_engine_api::{Engine, EngineOptions};
+///
+/// let ctx = RocksDbContext::new(RocksDbContextOptions::default())?;
+/// let engine = RocksDbEngine::open_in(&ctx, "/tmp/bucket-1".as_ref(), EngineOptions::default())?;
+/// engine.put(b"k", b"v", 0)?;
+/// engine.advance_watermark(1)?;
+/// assert_eq!(engine.reclaim()?.values_removed, 1);
+/// assert_eq!(engine.storage().filter_counters().snapshot().removed_values, 1);
+/// # Ok::<(), tidemark_engine_api::Error>(())
+/// ```
+pub type RocksDbEngine = DiskEngine<RocksDbStorage>;
 pub use suppliers::{
     PurgeGuard, WatermarkThreshold, now_ms, ttl_filter_factory, wall_clock_ms_supplier,
     watermark_filter_factory, watermark_supplier, watermark_threshold_filter_factory,
@@ -47,6 +69,6 @@ pub use tidemark_disk::compaction_policy::{
 };
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use tidemark_disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};
 
 pub(crate) use error::rocks_err;

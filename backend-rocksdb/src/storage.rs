@@ -18,11 +18,13 @@ use rocksdb::{
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::layout::FileStart;
 use tidemark_disk::meta::encode_u64;
-use tidemark_disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage, StorageInit};
-use tidemark_engine_api::batch::Record;
+use tidemark_disk::{
+    CommitRequest, LiveEntries, MetaKey, ReadStored, ReclaimRequest, ReclaimWork, Storage,
+    StorageInit,
+};
+use tidemark_engine_api::Verifier;
 use tidemark_engine_api::covered::MetaRow;
-use tidemark_engine_api::verify::Verifier;
-use tidemark_engine_api::{Error, Result};
+use tidemark_engine_api::{Error, ReclaimCost, Result};
 
 use crate::compact;
 use crate::context::RocksDbContext;
@@ -62,76 +64,6 @@ impl std::fmt::Debug for RocksDbStorage {
 }
 
 impl RocksDbStorage {
-    /// Opens the database under `init.dir` with the shared resources of `context`; the filter
-    /// reads `init.watermark`. It is created when missing if `init.options.open_mode` creates;
-    /// otherwise it must exist ([`Error::NoStore`] when it does not), and
-    /// [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
-    /// open, which writes nothing (not even its info log).
-    pub fn open(
-        context: &RocksDbContext,
-        init: StorageInit<'_>,
-        lease: BucketLease,
-    ) -> Result<Self> {
-        let db_path = init.dir.join(DB_DIR);
-        let mode = init.options.open_mode;
-        // Checked first: the Rust binding creates the database directory before any open.
-        init.require_engine_file(
-            &db_path.join("CURRENT"),
-            "RocksDB database",
-            FileStart::Header,
-        )?;
-        let filter_threshold = Arc::new(WatermarkThreshold::new(
-            init.watermark,
-            init.options.retention_distance,
-        ));
-        let filter_counters = Arc::new(FilterCounters::default());
-
-        let mut db_opts = context.db_options();
-        db_opts.create_if_missing(mode.creates());
-        db_opts.create_missing_column_families(mode.creates());
-        // A damaged log must not be replayed up to the damage and served as the whole store:
-        // a checksum failure anywhere in the log fails the open (only an incomplete record at
-        // the very end, a write a crash tore, is dropped), and the sizes of closed logs are
-        // recorded in the manifest, so a missing or shortened one fails it too. What this does
-        // not see (a log cut at a record boundary, or zeroed) the high-water record bounds.
-        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
-        db_opts.set_track_and_verify_wals_in_manifest(true);
-        let mut data_opts = context.db_options();
-        data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
-        data_opts.set_compaction_filter_factory(
-            watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
-                .with_counters(Arc::clone(&filter_counters)),
-        );
-        let mut meta_opts = context.db_options();
-        meta_opts.set_write_buffer_size(256 << 10);
-        let families = [
-            ColumnFamilyDescriptor::new(DATA_CF, data_opts),
-            ColumnFamilyDescriptor::new(META_CF, meta_opts),
-        ];
-        let db = if mode.writes() {
-            DB::open_cf_descriptors(&db_opts, &db_path, families)
-        } else {
-            // Replays the WAL into memory, never into files.
-            DB::open_cf_descriptors_read_only(&db_opts, &db_path, families, false)
-        }
-        // RocksDB's recovery errors ("Corruption: checksum mismatch") do not always name the
-        // database they came from.
-        .map_err(|e| {
-            Error::backend(
-                BACKEND,
-                format!("opening the RocksDB database {}: {e}", db_path.display()),
-            )
-        })?;
-        Ok(RocksDbStorage {
-            db,
-            db_path,
-            context: context.clone(),
-            filter_threshold,
-            filter_counters,
-            _lease: lease,
-        })
-    }
-
     /// The context this bucket shares resources with.
     pub fn context(&self) -> &RocksDbContext {
         &self.context
@@ -160,8 +92,13 @@ impl RocksDbStorage {
         Ok(())
     }
 
-    /// Flushes, then compacts the whole `data` column family down to the bottom level (see
-    /// [`crate::compact`]). The caller serialises it with reclaims.
+    /// Flushes, then compacts the whole `data` column family down to the bottom level, so
+    /// everything written so far sits as deep as it goes. The compaction filter runs as in any
+    /// compaction, so entries covered by `W − D` go without being counted in any reclaim's
+    /// report. Call it through
+    /// [`DiskEngine::with_reclaimer`](tidemark_disk::DiskEngine::with_reclaimer), which
+    /// serialises it with reclaims (tests use it to place older versions of a key below newer
+    /// ones).
     pub fn compact_to_bottom(&self) -> Result<()> {
         self.flush_memtables()?;
         compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)
@@ -174,6 +111,13 @@ impl RocksDbStorage {
             .property_int_value_cf(self.cf(DATA_CF)?, name)
             .map_err(rocks_err)?
             .unwrap_or(0))
+    }
+
+    /// Table files per level of the `data` column family (index = level).
+    pub fn data_files_per_level(&self) -> Result<Vec<u64>> {
+        (0..7)
+            .map(|level| self.data_property(properties::num_files_at_level(level)))
+            .collect()
     }
 
     /// Live table-file bytes of the `data` column family.
@@ -277,8 +221,74 @@ impl RocksDbStorage {
 impl Storage for RocksDbStorage {
     const BACKEND: &'static str = BACKEND;
     /// A compaction of the bucket rewrites its live data.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
-        tidemark_engine_api::ReclaimCost::Rewrite;
+    const RECLAIM_COST: ReclaimCost = ReclaimCost::Rewrite;
+    type Context = RocksDbContext;
+
+    /// Opens the database under `init.dir` with the shared resources of `context`; the filter
+    /// reads `init.watermark`. It is created when missing if `init.options.open_mode` creates;
+    /// otherwise it must exist ([`Error::NoStore`] when it does not), and
+    /// [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
+    /// open, which writes nothing (not even its info log).
+    fn open(context: &RocksDbContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
+        let db_path = init.dir.join(DB_DIR);
+        let mode = init.options.open_mode;
+        // Checked first: the Rust binding creates the database directory before any open.
+        init.require_engine_file(
+            &db_path.join("CURRENT"),
+            "RocksDB database",
+            FileStart::Header,
+        )?;
+        let filter_threshold = Arc::new(WatermarkThreshold::new(
+            init.watermark,
+            init.options.retention_distance,
+        ));
+        let filter_counters = Arc::new(FilterCounters::default());
+
+        let mut db_opts = context.db_options();
+        db_opts.create_if_missing(mode.creates());
+        db_opts.create_missing_column_families(mode.creates());
+        // A damaged log must not be replayed up to the damage and served as the whole store:
+        // a checksum failure anywhere in the log fails the open (only an incomplete record at
+        // the very end, a write a crash tore, is dropped), and the sizes of closed logs are
+        // recorded in the manifest, so a missing or shortened one fails it too. What this does
+        // not see (a log cut at a record boundary, or zeroed) the high-water record bounds.
+        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        db_opts.set_track_and_verify_wals_in_manifest(true);
+        let mut data_opts = context.db_options();
+        data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
+        data_opts.set_compaction_filter_factory(
+            watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
+                .with_counters(Arc::clone(&filter_counters)),
+        );
+        let mut meta_opts = context.db_options();
+        meta_opts.set_write_buffer_size(256 << 10);
+        let families = [
+            ColumnFamilyDescriptor::new(DATA_CF, data_opts),
+            ColumnFamilyDescriptor::new(META_CF, meta_opts),
+        ];
+        let db = if mode.writes() {
+            DB::open_cf_descriptors(&db_opts, &db_path, families)
+        } else {
+            // Replays the WAL into memory, never into files.
+            DB::open_cf_descriptors_read_only(&db_opts, &db_path, families, false)
+        }
+        // RocksDB's recovery errors ("Corruption: checksum mismatch") do not always name the
+        // database they came from.
+        .map_err(|e| {
+            Error::backend(
+                BACKEND,
+                format!("opening the RocksDB database {}: {e}", db_path.display()),
+            )
+        })?;
+        Ok(RocksDbStorage {
+            db,
+            db_path,
+            context: context.clone(),
+            filter_threshold,
+            filter_counters,
+            _lease: lease,
+        })
+    }
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.db
@@ -328,38 +338,28 @@ impl Storage for RocksDbStorage {
         self.db.write(write).map_err(rocks_err)
     }
 
-    fn commit(
-        &self,
-        writes: &[&Record],
-        applied_end: u64,
-        rows: &[MetaRow],
-        sync: bool,
-    ) -> Result<()> {
+    fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
         let data = self.cf(DATA_CF)?;
         let mut write = rocksdb::WriteBatch::default();
-        for record in writes {
+        for record in commit.writes {
             write.put_cf(data, record.key(), record.encoded_value());
         }
         // The applied end rides in the same atomic write: a crash never separates them.
         write.put_cf(
             self.cf(META_CF)?,
             MetaKey::AppliedEnd.bytes(),
-            encode_u64(applied_end),
+            encode_u64(commit.applied_end),
         );
-        self.add_meta_rows(&mut write, rows)?;
+        self.add_meta_rows(&mut write, commit.rows)?;
         let mut opts = WriteOptions::default();
-        opts.set_sync(sync);
+        opts.set_sync(commit.sync);
         self.db.write_opt(write, &opts).map_err(rocks_err)
     }
 
     /// A read restricted to the memtables and the block cache (`ReadTier::BlockCache`):
     /// RocksDB answers `Incomplete` instead of reading a table file, and then the read goes to a
     /// blocking thread.
-    fn get_inline<T>(
-        &self,
-        key: &[u8],
-        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
-    ) -> Result<Option<T>> {
+    fn get_inline<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<Option<T>> {
         let mut opts = ReadOptions::default();
         opts.set_read_tier(ReadTier::BlockCache);
         match self.db.get_pinned_cf_opt(self.cf(DATA_CF)?, key, &opts) {
@@ -369,7 +369,7 @@ impl Storage for RocksDbStorage {
         }
     }
 
-    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+    fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
         let value = self
             .db
             .get_pinned_cf(self.cf(DATA_CF)?, key)

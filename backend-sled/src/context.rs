@@ -13,13 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tidemark_disk::BackendContext;
-use tidemark_disk::budget::{BucketBudget, BucketLease, CacheBudget, ResourceBounds};
+use tidemark_disk::budget::{BucketBudget, CacheBudget, ResourceBounds};
 use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
 use crate::flusher::Flusher;
-use crate::storage::Bucket;
-use crate::worker::Rebuilder;
+use crate::worker::{Rebuild, Rebuilder};
 
 /// The smallest cache share a bucket may get: below it sled would re-read its pages from disk on
 /// almost every lookup.
@@ -133,11 +132,6 @@ impl SledContext {
         self.inner.cache_share
     }
 
-    /// Admits one more bucket at `dir` (see [`BucketBudget::admit`]).
-    pub(crate) fn admit(&self, dir: &std::path::Path) -> Result<BucketLease> {
-        self.inner.budget.admit(dir)
-    }
-
     /// The context's one rebuild slot, `None` while another bucket holds it: a rebuild opens a
     /// second database beside its bucket's, and one at a time keeps that to one extra log file,
     /// one extra cache share and one copy's worth of CPU per context.
@@ -152,7 +146,7 @@ impl SledContext {
 
     /// Queues a rebuild of `bucket` (marked queued by the caller) for the context's rebuild
     /// thread, starting the thread with the first one.
-    pub(crate) fn submit_rebuild(&self, bucket: &Arc<Bucket>) -> Result<()> {
+    pub(crate) fn submit_rebuild<B: Rebuild>(&self, bucket: &Arc<B>) -> Result<()> {
         self.inner.rebuilder.submit(bucket)
     }
 
@@ -171,6 +165,10 @@ impl SledContext {
 
 impl BackendContext for SledContext {
     type Options = SledContextOptions;
+
+    fn budget(&self) -> &BucketBudget {
+        &self.inner.budget
+    }
 
     /// Creates the budget and starts the flusher thread (if `flush_every` is set).
     ///
@@ -198,15 +196,6 @@ impl BackendContext for SledContext {
         })
     }
 
-    /// The process-wide default context ([`SledContextOptions::default`]), created on first use;
-    /// [`tidemark_engine_api::OpenEngine::open`] opens engines from it.
-    fn global() -> Result<Self> {
-        static GLOBAL: Mutex<Option<SledContext>> = Mutex::new(None);
-        tidemark_disk::sync::get_or_try_init(&GLOBAL, "global sled context", || {
-            SledContext::new(SledContextOptions::default())
-        })
-    }
-
     /// A context with the default settings admitting `buckets` buckets (the cache budget stays
     /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
     fn for_buckets(buckets: usize) -> Result<Self> {
@@ -219,11 +208,6 @@ impl BackendContext for SledContext {
     /// The settings it was created with.
     fn settings(&self) -> &SledContextOptions {
         &self.inner.settings
-    }
-
-    /// Buckets open from this context now.
-    fn open_buckets(&self) -> usize {
-        self.inner.budget.open_buckets()
     }
 
     /// What `buckets` open buckets of this context hold at most: the flusher thread, the

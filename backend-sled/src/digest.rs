@@ -23,7 +23,8 @@ use sled::transaction::{
 };
 use tidemark_disk::MetaKey;
 use tidemark_disk::meta::encode_u64;
-use tidemark_engine_api::{Error, Result};
+use tidemark_engine_api::Verifier;
+use tidemark_engine_api::{Damage, Error, Result};
 
 use crate::error::sled_error;
 use crate::meta::LIVE_ENTRIES;
@@ -256,11 +257,41 @@ pub(crate) fn apply(
     Ok(())
 }
 
+/// Feeds `verifier` the digest check: the rows read add up to `found` (over `rows` rows) where
+/// the store's metadata row recorded `recorded`; a difference is
+/// [`Damage::DigestMismatch`](tidemark_engine_api::Damage::DigestMismatch), named after the row.
+pub(crate) fn verify(verifier: &mut Verifier, recorded: u64, found: u64, rows: u64) {
+    const CHECK: &str = "live-row digest (every data row)";
+    verifier.engine_check(CHECK);
+    if recorded != found {
+        let detail = format!(
+            "{CHECK}: the {rows} rows read hash to {found:016x}, the store recorded \
+             {recorded:016x}: rows older than the metadata, missing or extra"
+        );
+        verifier.found(Damage::DigestMismatch, LIVE_DIGEST, detail);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
     use super::*;
+
+    #[test]
+    fn a_digest_that_differs_is_damage_named_after_its_row() {
+        let mut v = Verifier::new("toy", 0, 1);
+        verify(&mut v, 7, 7, 2);
+        let r = v.finish();
+        assert!(r.is_clean(), "{r:?}");
+        assert_eq!(r.engine_checks, ["live-row digest (every data row)"]);
+        let mut v = Verifier::new("toy", 0, 1);
+        verify(&mut v, 7, 8, 2);
+        let r = v.finish();
+        let f = r.finding(Damage::DigestMismatch).unwrap();
+        assert_eq!((f.count, f.examples[0].key.as_slice()), (1, LIVE_DIGEST));
+        assert!(f.examples[0].detail.contains("the 2 rows read"), "{f:?}");
+    }
 
     #[test]
     fn a_row_hash_depends_on_the_key_the_bytes_and_where_the_key_ends() {

@@ -34,6 +34,6 @@ pub(crate) fn tx_error(e: TransactionError<Error>) -> Error {
 pub(crate) fn store_failed(path: &Path, cause: Option<sled::Error>) -> Error {
     Error::store_failed(
         path,
-        cause.map(|e| Box::new(e) as tidemark_engine_api::error::BoxedSource),
+        cause.map(|e| Box::new(e) as tidemark_engine_api::BoxedSource),
     )
 }

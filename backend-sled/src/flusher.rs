@@ -44,9 +44,7 @@ impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         // Each critical section is a push, a retain or a flag: a poisoned state is still
         // consistent, and a background thread has nobody to return `Error::Poisoned` to.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        tidemark_engine_api::sync::lock_recovered(&self.state)
     }
 }
 

@@ -19,8 +19,25 @@ use std::sync::Arc;
 
 use tidemark_engine_api::{Error, Result};
 
-use crate::engine::DB_SUBDIR;
 use crate::error::sled_error;
+
+/// Subdirectory of the bucket directory that holds sled's own files (the bucket directory itself
+/// holds the Tidemark marker beside it).
+pub const DB_SUBDIR: &str = "sled";
+
+/// The file sled 0.34 keeps its log in, inside [`DB_SUBDIR`]: present in every sled database.
+pub(crate) const SLED_DB_FILE: &str = "db";
+
+/// sled's configuration of a bucket's database in `db_dir`, with a page cache of `cache_bytes`.
+/// Built afresh for every database: sled panics when a path is set on a clone of a
+/// configuration.
+pub(crate) fn sled_config(db_dir: &Path, cache_bytes: u64) -> sled::Config {
+    // No flusher thread per database: the context's one thread flushes every bucket.
+    sled::Config::new()
+        .path(db_dir)
+        .cache_capacity(cache_bytes)
+        .flush_every_ms(None)
+}
 
 /// The pointer file in the bucket directory: the current generation's number in decimal.
 pub const GENERATION_FILE: &str = "sled.generation";

@@ -8,7 +8,7 @@
 //! - `meta`: watermark, applied end, live-entry count and format version.
 //!
 //! The engine contract itself (locks, watermark, applied end, counters, reports) is the shared
-//! skeleton [`tidemark_disk::DiskEngine`]; this crate supplies sled's storage primitives.
+//! skeleton [`DiskEngine`]; this crate supplies sled's storage primitives ([`SledStorage`]).
 //! Each commit writes a batch, its index rows, the new applied end and the live-entry count in
 //! one multi-tree sled transaction. `reclaim` runs the shared range-scan sweeper
 //! ([`tidemark_disk::sweeper`]) in bounded chunks (at most [`MAX_SWEEP_CHUNK_ROWS`] rows, because a
@@ -16,32 +16,51 @@
 //! is covered and writers are only ever blocked for one chunk. See the crate README for the
 //! trade-offs.
 
-mod backend;
+mod bucket;
 mod context;
+#[cfg(feature = "testing")]
+mod declared;
 mod digest;
-mod engine;
 mod error;
 mod flusher;
 mod generation;
 mod meta;
+mod progress;
 mod rebuild;
+mod rebuild_rule;
 mod registry;
 mod scan;
 mod storage;
 mod sweep;
 mod worker;
 
-pub use backend::Sled;
-#[cfg(feature = "testing")]
-pub use backend::{SLED_WINDOW_MULTIPLE, SLED_WINDOW_PEAK_MULTIPLE};
 pub use context::{
     FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
     SledContextOptions,
 };
-pub use engine::{DB_SUBDIR, MAX_SWEEP_CHUNK_ROWS, SledEngine};
-pub use generation::GENERATION_FILE;
-pub use rebuild::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};
+#[cfg(feature = "testing")]
+pub use declared::{SLED_WINDOW_MULTIPLE, SLED_WINDOW_PEAK_MULTIPLE};
+pub use generation::{DB_SUBDIR, GENERATION_FILE};
+pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
+
+/// A bucket stored in sled, reclaimed by the shared range-scan sweeper.
+///
+/// The engine contract (locks, `W` and the applied end, counters, reports) is the shared
+/// [`DiskEngine`]; sled's diagnostics are its storage's ([`DiskEngine::storage`]). The applied end and the live-entry count
+/// change in the same transaction as the rows they describe; the watermark is written to `meta`
+/// and flushed before it is published.
+///
+/// sled has no read-only mode: with [`tidemark_engine_api::OpenMode::ReadOnly`] the engine writes nothing
+/// and refuses every write, but sled itself opens its files read-write, takes its lock and may
+/// extend or rewrite its own log and snapshot files while it recovers at open and flushes at
+/// close (the keys and values stay the same).
+///
+/// If a flush that follows a committed write fails, the engine is marked failed: from then on
+/// every write, watermark change, reclaim and flush returns [`tidemark_engine_api::Error::StoreFailed`]
+/// until the store is reopened (see there why a retry must not simply succeed).
+pub type SledEngine = DiskEngine<SledStorage>;
+pub use rebuild_rule::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};
 pub use tidemark_disk::sweeper::SweepTotals;
 /// The traits a backend's context and marker implement (import them to call `new`, `global`,
 /// `for_buckets`, `settings`, `bounds` on the context).
-pub use tidemark_disk::{BackendContext, DiskBackend};
+pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};

@@ -35,9 +35,7 @@ fn stores() -> MutexGuard<'static, BTreeMap<PathBuf, Slot>> {
     // `Error::Poisoned`): every critical section on this map is a single map operation, so a
     // poisoned map is still consistent and is recovered rather than refused (this also runs in
     // `Drop`, which cannot return an error).
-    STORES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    tidemark_engine_api::sync::lock_recovered(&STORES)
 }
 
 /// Marks a store open for as long as it lives; dropping it marks the store closed. It must be

@@ -7,48 +7,61 @@
 //! live-entry count.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock};
 
 use sled::transaction::{ConflictableTransactionResult, Transactional};
 use tidemark_disk::BackendContext;
 use tidemark_disk::budget::BucketLease;
+use tidemark_disk::layout::FileStart;
 use tidemark_disk::meta::{decode_u64, encode_u64};
-use tidemark_disk::sweeper::{self, ChunkSizer, index_key};
-use tidemark_disk::{LiveEntries, MetaKey, ReclaimRequest, ReclaimWork, Storage};
-use tidemark_engine_api::batch::Record;
+use tidemark_disk::offset_index::{VerifyIndex, index_key};
+use tidemark_disk::sweeper::{self, ChunkSizer};
+use tidemark_disk::{
+    CommitRequest, LiveEntries, MetaKey, ReadStored, ReclaimRequest, ReclaimWork, Storage,
+    StorageInit,
+};
+use tidemark_engine_api::Verifier;
 use tidemark_engine_api::covered::MetaRow;
-use tidemark_engine_api::verify::Verifier;
-use tidemark_engine_api::{Error, Result};
+use tidemark_engine_api::{Error, ReclaimCost, Result};
 
+use crate::bucket::Bucket;
 use crate::context::SledContext;
 use crate::digest;
-use crate::engine::SLED_DB_FILE;
 use crate::error::{BACKEND, sled_error, store_failed, tx_error};
 use crate::generation::{self, Generation};
+use crate::generation::{SLED_DB_FILE, sled_config};
 use crate::meta;
+use crate::progress::Progress;
 use crate::registry::{self, OpenStore};
 use crate::scan::for_each_chunk;
 use crate::sweep::SledChunker;
-use crate::worker::Progress;
-use sled::IVec;
 
-/// One bucket's sled database, its current [`Generation`]: trees `data`, `by_offset` and
-/// `meta`. A reclaim may have it rebuilt into a fresh one ([`crate::rebuild`]), in the
+/// The most index rows one sweep chunk visits, whatever `sweep_chunk_rows` asks for.
+///
+/// A sled 0.34 transaction holds a **process-wide** lock for its whole closure: while a chunk
+/// runs, every transaction and every plain read or write of *every* sled store in the process
+/// waits (sled takes the shared side of that lock for ordinary operations once any transaction
+/// has run). A chunk of the default 4096 rows would stall all sled buckets, not just this one, so
+/// sled chunks are capped well below it; reclaiming takes a few more, shorter transactions.
+pub const MAX_SWEEP_CHUNK_ROWS: usize = 256;
+
+/// One bucket's sled database, its current generation: trees `data`, `by_offset` and `meta`. A
+/// reclaim may have it rebuilt into a fresh one (the crate README's *Rebuilds*), in the
 /// background, and switched to.
 ///
 /// If a flush that follows a committed write fails, the storage is marked failed: from then on
 /// [`Storage::check_usable`] refuses with [`Error::StoreFailed`], so every write, watermark
-/// change, reclaim and flush does, until the store is reopened (see
-/// [`store_failed`] for why a retry must not simply succeed).
+/// change, reclaim and flush does, until the store is reopened (a retry must not simply
+/// succeed: the write it retries may not be durable).
 pub struct SledStorage {
     /// What a background rebuild shares with the engine. Declared first so its sled handles
     /// drop before the lease and the registry entry below (fields drop in order); a closing
     /// storage first waits for its rebuild to let go of it ([`Drop`]).
     bucket: Arc<Bucket>,
     /// How each sweep sizes its chunks: `sweep_chunk_rows` already capped at
-    /// [`MAX_SWEEP_CHUNK_ROWS`](crate::MAX_SWEEP_CHUNK_ROWS), and `sweep_chunk_time`.
+    /// [`MAX_SWEEP_CHUNK_ROWS`], and `sweep_chunk_time`.
     chunks: ChunkSizer,
     /// This bucket's share of the context's budget, given back when the storage drops (sled's
     /// background threads, and the flusher through one flush, may hold the log a moment longer;
@@ -56,56 +69,6 @@ pub struct SledStorage {
     _lease: BucketLease,
     /// Declared last so it drops after every sled handle above.
     _open_store: OpenStore,
-}
-
-/// The state of a bucket that its storage and the context's rebuild thread share.
-pub struct Bucket {
-    /// The bucket directory (named in [`Error::StoreFailed`]).
-    pub(crate) dir: PathBuf,
-    /// The current generation. Writers and sweep chunks hold `switch` (shared) while they use
-    /// it, so a rebuild swaps it only between two of them; readers clone it and never wait for
-    /// a rebuild.
-    pub(crate) current: Mutex<Arc<Generation>>,
-    /// Shared by every write and sweep chunk for its whole duration, exclusive for a rebuild's
-    /// switch.
-    pub(crate) switch: RwLock<()>,
-    /// Generations switched away from whose files are still there because a reader held them;
-    /// removed by the next reclaim or settle (or the next writable open).
-    pub(crate) retired: Mutex<Vec<Arc<Generation>>>,
-    /// The database's size and rows right after the last rebuild (zeros before any): see
-    /// [`crate::rebuild::due`].
-    pub(crate) rebuilt: Mutex<crate::rebuild::Rebuilt>,
-    /// Rebuilds switched to since open.
-    pub(crate) rebuilds: AtomicU64,
-    /// Rebuilds that failed (and were dropped, or failed the store) since open.
-    pub(crate) failed_rebuilds: AtomicU64,
-    /// Bytes written by background rebuilds that no reclaim has reported yet (the next one
-    /// reports them as its `bytes_rewritten`).
-    pub(crate) unreported_rewrite: AtomicU64,
-    /// Rows in `data`, mirrored from `meta` (see [`meta::LIVE_ENTRIES`]).
-    pub(crate) live_entries: AtomicU64,
-    /// Set when a flush after a committed write failed; see [`Error::StoreFailed`].
-    failed: AtomicBool,
-    /// Makes the next flush fail, to test the failed state without a failing disk.
-    #[cfg(test)]
-    pub(crate) fail_next_flush: AtomicBool,
-    /// Whether a rebuild is queued or running, and whether the bucket is closing.
-    pub(crate) progress: Arc<Progress>,
-    /// What sweep chunks removed while a rebuild copies (`None` otherwise): the copy removes
-    /// the same rows from itself (see [`crate::rebuild`]).
-    pub(crate) removals: Mutex<Option<Removals>>,
-    /// Keeps the flusher and rebuild threads (and the budget) alive while the bucket is open;
-    /// rebuilds take its rebuild slot and register the new database with its flusher.
-    pub(crate) context: SledContext,
-}
-
-/// Rows sweep chunks removed while a rebuild copies.
-#[derive(Debug, Default)]
-pub(crate) struct Removals {
-    /// `data` rows removed, with the stored value each held.
-    pub(crate) data: Vec<(IVec, IVec)>,
-    /// `by_offset` rows removed.
-    pub(crate) index: Vec<IVec>,
 }
 
 impl std::ops::Deref for SledStorage {
@@ -147,7 +110,7 @@ impl SledStorage {
     /// the skeleton checks next is checked first: a store the skeleton will refuse (a newer
     /// format, damaged metadata) is never written to.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn open(
+    fn open_generation(
         context: &SledContext,
         lease: BucketLease,
         dir: &Path,
@@ -156,7 +119,7 @@ impl SledStorage {
         chunks: ChunkSizer,
         writes: bool,
     ) -> Result<Self> {
-        let config = crate::engine::sled_config(db_dir, context.cache_bytes_per_bucket());
+        let config = sled_config(db_dir, context.cache_bytes_per_bucket());
         let (db, open_store) = registry::open(dir, db_dir, &config)?;
         let current = Generation::new(number, db)?;
         let storage = SledStorage {
@@ -165,7 +128,7 @@ impl SledStorage {
                 current: Mutex::new(Arc::new(current)),
                 switch: RwLock::new(()),
                 retired: Mutex::new(Vec::new()),
-                rebuilt: Mutex::new(crate::rebuild::Rebuilt::default()),
+                rebuilt: Mutex::new(crate::rebuild_rule::Rebuilt::default()),
                 rebuilds: AtomicU64::new(0),
                 failed_rebuilds: AtomicU64::new(0),
                 unreported_rewrite: AtomicU64::new(0),
@@ -251,19 +214,52 @@ impl SledStorage {
         .map(drop)
     }
 
-    /// The most rows per sweep chunk in use.
-    pub(crate) fn sweep_chunk_rows(&self) -> usize {
+    /// The rows per sweep chunk actually used: `sweep_chunk_rows` capped at
+    /// [`MAX_SWEEP_CHUNK_ROWS`].
+    pub fn sweep_chunk_rows(&self) -> usize {
         self.chunks.max_rows()
     }
 
-    /// Test hook: makes this bucket's rebuild copies wait at their next step until released
-    /// ([`crate::SledEngine::hold_rebuilds`]).
-    #[cfg(feature = "testing")]
-    pub(crate) fn progress(&self) -> &Progress {
-        &self.bucket.progress
+    /// Rebuilds into a fresh database this bucket has switched to since it was opened (see
+    /// [`crate::REBUILD_GROWTH`]).
+    pub fn rebuilds(&self) -> u64 {
+        self.bucket.rebuilds()
     }
 
-    /// After a sweep: has the bucket rebuilt when [`crate::rebuild::due`], in the background
+    /// Rebuilds that failed since the bucket was opened (logged where they failed; one that
+    /// failed before its switch left the store as it was).
+    pub fn failed_rebuilds(&self) -> u64 {
+        self.bucket.failed_rebuilds.load(Ordering::Acquire)
+    }
+
+    /// The generation of the sled database in use: 0 until the bucket's first rebuild, then one
+    /// more with each ([`crate::GENERATION_FILE`] names it on disk).
+    pub fn generation_number(&self) -> Result<u64> {
+        Ok(self.bucket.generation()?.number)
+    }
+
+    /// sled's own figure for the bytes its files occupy (with those of a generation switched
+    /// away from that a reader still held).
+    pub fn size_on_disk(&self) -> Result<u64> {
+        self.bucket.size_on_disk()
+    }
+
+    /// Test hook: while `hold` is set, this bucket's rebuild copies wait between two chunks
+    /// (before their switch), so a test can act while one is in progress; closing the engine
+    /// releases them (and abandons the rebuild).
+    #[cfg(feature = "testing")]
+    pub fn hold_rebuilds(&self, hold: bool) {
+        self.bucket.progress.hold(hold);
+    }
+
+    /// Test hook: waits until a rebuild copy of this bucket waits at
+    /// [`SledStorage::hold_rebuilds`]; `false` when no rebuild runs or it ended first.
+    #[cfg(feature = "testing")]
+    pub fn wait_rebuild_held(&self) -> bool {
+        self.bucket.progress.wait_held()
+    }
+
+    /// After a sweep: has the bucket rebuilt when [`crate::rebuild_rule::due`], in the background
     /// (or inline, when the context says so or its thread cannot be started); returns the
     /// bytes a rebuild wrote that no reclaim reported yet.
     fn rebuild_if_due(&self) -> Result<Option<u64>> {
@@ -290,98 +286,6 @@ impl SledStorage {
     }
 }
 
-impl Bucket {
-    /// Whether a rebuild is due now ([`crate::rebuild::due`]).
-    pub(crate) fn rebuild_due(&self) -> Result<bool> {
-        let settings = self.context.settings();
-        let rebuilt = *tidemark_engine_api::sync::lock(&self.rebuilt, "sled rebuild sizes")?;
-        Ok(crate::rebuild::due(
-            self.size_on_disk()?,
-            rebuilt,
-            self.live_entries.load(Ordering::Acquire),
-            settings.rebuild_min_bytes,
-            settings.rebuild_growth,
-        ))
-    }
-
-    /// The current generation (a clone: a rebuild may switch to another meanwhile).
-    pub(crate) fn generation(&self) -> Result<Arc<Generation>> {
-        Ok(Arc::clone(&*tidemark_engine_api::sync::lock(
-            &self.current,
-            "sled generation",
-        )?))
-    }
-
-    /// The current generation for a write, and the shared side of the switch lock, held until
-    /// the write is done so a rebuild cannot switch away in the middle of it.
-    pub(crate) fn writing(&self) -> Result<(RwLockReadGuard<'_, ()>, Arc<Generation>)> {
-        let guard = tidemark_engine_api::sync::read(&self.switch, "sled generation switch")?;
-        Ok((guard, self.generation()?))
-    }
-
-    /// sled's own figure for the bytes its files occupy: the current generation's, plus those of
-    /// generations switched away from whose files are still there.
-    pub(crate) fn size_on_disk(&self) -> Result<u64> {
-        let mut total = self.generation()?.size_on_disk()?;
-        for old in
-            tidemark_engine_api::sync::lock(&self.retired, "sled retired generations")?.iter()
-        {
-            total = total.saturating_add(old.size_on_disk()?);
-        }
-        Ok(total)
-    }
-
-    /// The `data` tree, for tests that change rows behind the engine's back.
-    #[cfg(test)]
-    pub(crate) fn data(&self) -> Result<sled::Tree> {
-        Ok(self.generation()?.data.clone())
-    }
-
-    /// Marks the storage failed after a write whose durability is unknown (see
-    /// [`Error::StoreFailed`]).
-    pub(crate) fn fail(&self, cause: &dyn fmt::Display) {
-        self.failed.store(true, Ordering::Release);
-        tracing::error!(path = %self.dir.display(), error = %cause,
-            "a sled write whose durability is unknown failed; the store must be reopened");
-    }
-
-    /// Rebuilds switched to since open.
-    pub(crate) fn rebuilds(&self) -> u64 {
-        self.rebuilds.load(Ordering::Acquire)
-    }
-
-    /// Counts a rebuild that failed.
-    pub(crate) fn count_failed_rebuild(&self) {
-        self.failed_rebuilds.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Whether a flush after a committed write has failed.
-    pub(crate) fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
-    }
-
-    /// Flushes after a committed write. On failure the write is visible but maybe not durable,
-    /// and nothing would stop a retry from being acknowledged without a flush, so the storage is
-    /// marked failed before the error is returned.
-    fn flush_committed(&self, store: &Generation) -> Result<()> {
-        if let Err(e) = self.flush_db(store) {
-            self.fail(&e);
-            return Err(store_failed(&self.dir, Some(e)));
-        }
-        Ok(())
-    }
-
-    fn flush_db(&self, store: &Generation) -> sled::Result<()> {
-        #[cfg(test)]
-        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
-            return Err(sled::Error::Io(std::io::Error::other(
-                "injected flush failure",
-            )));
-        }
-        store.db.flush().map(drop)
-    }
-}
-
 /// The refusal of a store whose rows do not add up to the digest its commits recorded.
 fn digest_mismatch(dir: &Path, db_dir: &Path, recorded: u64, rows: digest::Scan) -> Error {
     Error::Damaged {
@@ -401,8 +305,30 @@ fn digest_mismatch(dir: &Path, db_dir: &Path, recorded: u64, rows: digest::Scan)
 impl Storage for SledStorage {
     const BACKEND: &'static str = BACKEND;
     /// A sweep visits only the covered index rows.
-    const RECLAIM_COST: tidemark_engine_api::ReclaimCost =
-        tidemark_engine_api::ReclaimCost::Proportional;
+    const RECLAIM_COST: ReclaimCost = ReclaimCost::Proportional;
+    type Context = SledContext;
+
+    /// Opens (by default creating) the sled database of the generation the bucket's pointer
+    /// names, with a page cache of [`SledContext::cache_bytes_per_bucket`]; the bucket is flushed
+    /// by the context's flusher thread.
+    fn open(context: &SledContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
+        // The generation the pointer names (a store never rebuilt: `DB_SUBDIR`).
+        let number = crate::generation::current(init.dir)?;
+        let db_dir = crate::generation::db_dir(init.dir, number);
+        // sled creates a missing database; it must not where a store lived, nor for an open of
+        // an existing store.
+        init.require_engine_file(&db_dir.join(SLED_DB_FILE), "sled database", FileStart::Log)?;
+        let chunks = ChunkSizer::for_options(init.options, MAX_SWEEP_CHUNK_ROWS);
+        SledStorage::open_generation(
+            context,
+            lease,
+            init.dir,
+            number,
+            &db_dir,
+            chunks,
+            init.options.open_mode.writes(),
+        )
+    }
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         Ok(self
@@ -460,19 +386,14 @@ impl Storage for SledStorage {
         store.meta.apply_batch(batch).map_err(sled_error)
     }
 
-    fn commit(
-        &self,
-        writes: &[&Record],
-        applied_end: u64,
-        meta_rows: &[MetaRow],
-        _sync: bool,
-    ) -> Result<()> {
+    fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
         // Encoded once, outside the closure: sled may run the closure more than once.
-        let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = writes
+        let rows: Vec<(&[u8], Vec<u8>, Vec<u8>)> = commit
+            .writes
             .iter()
             .map(|r| (r.key(), r.encoded_value(), index_key(r.offset(), r.key())))
             .collect();
-        let end = encode_u64(applied_end);
+        let end = encode_u64(commit.applied_end);
         let (_switch, store) = self.writing()?;
         let added = (&store.data, &store.by_offset, &store.meta)
             .transaction(
@@ -490,7 +411,7 @@ impl Storage for SledStorage {
                         index.insert(index_row.as_slice(), &[][..])?;
                     }
                     meta.insert(MetaKey::AppliedEnd.bytes(), &end[..])?;
-                    for row in meta_rows {
+                    for row in commit.rows {
                         match &row.value {
                             Some(value) => meta.insert(row.name.as_bytes(), value.as_slice())?,
                             None => meta.remove(row.name.as_bytes())?,
@@ -519,22 +440,18 @@ impl Storage for SledStorage {
     }
 
     /// Always inline: sled serves reads from its in-memory page cache; a point read faults in at most one B-tree path, so it never blocks for long.
-    fn get_inline<T>(
-        &self,
-        key: &[u8],
-        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
-    ) -> Result<Option<T>> {
+    fn get_inline<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<Option<T>> {
         self.get(key, read).map(Some)
     }
 
-    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T> {
+    fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
         let stored = self.generation()?.data.get(key).map_err(sled_error)?;
         read(stored.as_deref())
     }
 
     /// The shared sweeper in chunks of at most `MAX_SWEEP_CHUNK_ROWS` rows, each its own short
     /// transaction, so writers wait for one chunk at most; then, when a rebuild is due
-    /// ([`crate::rebuild::due`]: the database has grown to [`crate::REBUILD_GROWTH`] times its
+    /// (the database has grown to [`crate::REBUILD_GROWTH`] times its
     /// size after the last rebuild, or is mostly garbage), the rebuild is queued for the
     /// context's rebuild thread and the reclaim returns: it pays for its sweep only. The bytes
     /// a background rebuild wrote are reported by the next reclaim as its bytes rewritten. A
@@ -550,7 +467,7 @@ impl Storage for SledStorage {
             request.threshold,
             self.chunks,
             request.turns,
-            request.faults,
+            request.on_chunk,
         )?;
         let bytes_rewritten = self.rebuild_if_due()?;
         Ok(ReclaimWork {
@@ -624,13 +541,7 @@ impl Storage for SledStorage {
             Ok(())
         })?;
         if let digest::Restored::Current(recorded) = digest::restore(&store.meta)? {
-            verifier.digest(
-                "live-row digest (every data row)",
-                digest::LIVE_DIGEST,
-                recorded,
-                scan.digest,
-                scan.rows,
-            );
+            digest::verify(verifier, recorded, scan.digest, scan.rows);
         }
         // One call per chunk: the verifier adds them up.
         for_each_chunk(&store.by_offset, &[], None, |rows| {
@@ -702,5 +613,137 @@ impl tidemark_disk::testing::StorageHooks for SledStorage {
         let removed = store.by_offset.remove(row).map_err(sled_error)?.is_some();
         self.flush_db(&store).map_err(sled_error)?;
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+    use std::sync::atomic::Ordering;
+
+    use tidemark_engine_api::{Error, WriteBatch};
+
+    use tidemark_engine_api::{Engine, EngineOptions, OpenEngine};
+
+    use crate::SledEngine;
+
+    fn assert_store_failed(err: Error) {
+        assert!(matches!(err, Error::StoreFailed { .. }), "{err}");
+        assert!(err.to_string().contains("must be reopened"), "{err}");
+    }
+
+    /// Makes the engine's next flush fail, as a failing disk would.
+    fn fail_next_flush(engine: &SledEngine) {
+        engine
+            .storage()
+            .fail_next_flush
+            .store(true, Ordering::Release);
+    }
+
+    fn batch(first: u64) -> WriteBatch {
+        let mut batch = WriteBatch::new();
+        batch.put(format!("k{first}"), "v", first);
+        batch
+    }
+
+    #[test]
+    fn a_failed_flush_after_a_synced_apply_fails_the_engine_until_reopened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        engine.apply(&batch(0)).unwrap();
+        fail_next_flush(&engine);
+        let err = engine.apply(&batch(1)).unwrap_err();
+        assert_store_failed(err);
+        // The batch committed (visible, applied end moved) but may not be durable...
+        assert_eq!(engine.applied_end(), 2);
+        assert!(engine.lookup(b"k1").unwrap().offset().is_some());
+        // ...so the host's retry must not be acknowledged as "already applied".
+        assert_store_failed(engine.apply(&batch(1)).unwrap_err());
+        assert_store_failed(engine.apply(&batch(2)).unwrap_err());
+        assert_store_failed(engine.advance_watermark(1).unwrap_err());
+        assert_store_failed(engine.adopt_lake_watermark(1).unwrap_err());
+        assert_store_failed(engine.reclaim().unwrap_err());
+        assert_store_failed(engine.reclaim_below(1).unwrap_err());
+        assert_store_failed(engine.flush().unwrap_err());
+        assert_store_failed(engine.insert_raw(b"raw", b"\xff").unwrap_err());
+        assert_eq!(engine.watermark(), 0);
+        assert_eq!(engine.stats().unwrap().live_entries, 2);
+        drop(engine);
+
+        // Reopening restores exactly what is durable and the engine works again.
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        let end = engine.applied_end();
+        assert!(end == 1 || end == 2, "applied end {end}");
+        engine.apply(&batch(1)).unwrap();
+        engine.apply(&batch(2)).unwrap();
+        assert_eq!(engine.applied_end(), 3);
+        assert_eq!(engine.stats().unwrap().live_entries, 3);
+    }
+
+    #[test]
+    fn a_failed_watermark_flush_fails_the_engine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        engine.apply(&batch(0)).unwrap();
+        fail_next_flush(&engine);
+        assert_store_failed(engine.advance_watermark(1).unwrap_err());
+        // Not published: memory never claims a watermark that may not be durable.
+        assert_eq!(engine.watermark(), 0);
+        assert_store_failed(engine.advance_watermark(1).unwrap_err());
+    }
+
+    #[test]
+    fn verify_finds_rows_that_changed_behind_the_digest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = SledEngine::open(tmp.path(), EngineOptions::default()).unwrap();
+        engine.apply(&batch(0)).unwrap();
+        engine.apply(&batch(1)).unwrap();
+        let mut again = WriteBatch::new();
+        again.put("k1", "v2", 2);
+        engine.apply(&again).unwrap();
+        let report = engine.verify().unwrap();
+        assert!(report.is_clean(), "{report:?}");
+        assert_eq!(report.engine_checks, ["live-row digest (every data row)"]);
+        // k1's older version, as sled serves it from an older page: it decodes, its tag is
+        // below the applied end and its (stale) index row is there.
+        let older = tidemark_engine_api::codec::encode_value(b"k1", 1, b"v");
+        engine
+            .storage()
+            .data()
+            .unwrap()
+            .insert(b"k1", older)
+            .unwrap();
+        let report = engine.verify().unwrap();
+        let finding = report
+            .finding(tidemark_engine_api::Damage::DigestMismatch)
+            .unwrap_or_else(|| panic!("{report:?}"));
+        assert_eq!(finding.examples[0].key, b"live_digest");
+        assert!(
+            finding.examples[0].detail.contains("the 2 rows read"),
+            "{finding:?}"
+        );
+        // Here the newer write's index row survived and names it too; an older `by_offset`
+        // page would not.
+        assert!(
+            report
+                .finding(tidemark_engine_api::Damage::IndexRowWithoutData)
+                .is_some()
+        );
+        assert_eq!(report.damaged(), 2, "{report:?}");
+    }
+
+    #[test]
+    fn unsynced_applies_do_not_flush_and_an_explicit_flush_failure_can_be_retried() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = EngineOptions::default().with_sync_writes(false);
+        let engine = SledEngine::open(tmp.path(), options).unwrap();
+        fail_next_flush(&engine);
+        // No flush on this path, so the injected failure is still pending afterwards.
+        engine.apply(&batch(0)).unwrap();
+        // `flush` promises nothing it has not done: a failure is returned and a retry flushes.
+        assert!(engine.flush().is_err());
+        engine.flush().unwrap();
+        engine.apply(&batch(1)).unwrap();
     }
 }

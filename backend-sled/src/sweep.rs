@@ -17,12 +17,13 @@ use std::sync::atomic::Ordering;
 
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionResult, Transactional};
-use tidemark_disk::sweeper::{ChunkResult, SweepChunk, SweepTotals, index_upper_bound, plan_row};
+use tidemark_disk::offset_index::index_upper_bound;
+use tidemark_disk::sweeper::{ChunkRequest, ChunkResult, SweepChunk, SweepTotals, plan_row};
 use tidemark_engine_api::{Error, Result};
 
+use crate::bucket::Bucket;
 use crate::error::{sled_error, tx_error};
 use crate::generation::Generation;
-use crate::storage::Bucket;
 use crate::{digest, meta};
 
 /// The bucket a chunk sweeps: its current generation's trees, its in-memory live-entry count
@@ -56,15 +57,10 @@ impl SledChunker<'_> {
 }
 
 impl SweepChunk for SledChunker<'_> {
-    fn sweep_chunk(
-        &self,
-        threshold: u64,
-        limit: usize,
-        resume_after: Option<&[u8]>,
-    ) -> Result<ChunkResult> {
+    fn sweep_chunk(&self, chunk: ChunkRequest<'_>) -> Result<ChunkResult> {
         // Held to the end of the chunk: see the module documentation.
         let (_switch, store) = self.bucket.writing()?;
-        let rows = Self::pick(&store, threshold, limit, resume_after)?;
+        let rows = Self::pick(&store, chunk.threshold, chunk.limit, chunk.resume_after)?;
         let Some(last) = rows.last() else {
             return Ok(ChunkResult::default());
         };

@@ -7,14 +7,15 @@
 //! see that apply; the test would then fail at the `STUCK` bound instead of hanging.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
-use tidemark_backend_sled::Sled;
-use tidemark_disk::DiskBackend;
 
-use tidemark_backend_sled::{SledEngine, SweepTotals};
+use common::ChaosEngine;
+use tidemark_backend_sled::SweepTotals;
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
 
 /// How long one thread waits for the other before the test gives up. Reached only if a thread is
@@ -32,11 +33,12 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
 
 /// Pauses every reclaim of `engine` after each committed chunk, hands control to a writer
 /// through the returned channel and resumes once the writer acknowledges.
-fn pause_between_chunks(engine: &SledEngine) -> (mpsc::Receiver<SweepTotals>, mpsc::Sender<()>) {
+fn pause_between_chunks(engine: &ChaosEngine) -> (mpsc::Receiver<SweepTotals>, mpsc::Sender<()>) {
     let (chunk_tx, chunk_rx) = mpsc::channel::<SweepTotals>();
     let (ack_tx, ack_rx) = mpsc::channel::<()>();
     let ack_rx = Mutex::new(ack_rx);
-    Sled::skeleton(engine)
+    engine
+        .storage()
         .faults()
         .on_chunk_committed(Some(Arc::new(move |chunk: &SweepTotals| {
             chunk_tx.send(*chunk).unwrap();
@@ -63,7 +65,7 @@ fn applies_commit_between_the_chunks_of_one_reclaim() {
         .with_sweep_chunk_rows(CHUNK as usize)
         // Chunks of exactly CHUNK rows, not sized by time: the test counts them.
         .with_sweep_chunk_time(None);
-    let engine = Arc::new(SledEngine::open(tmp.path(), options).unwrap());
+    let engine = Arc::new(ChaosEngine::open(tmp.path(), options).unwrap());
     let mut batch = WriteBatch::new();
     for offset in 0..COVERED {
         batch.put(old_key(offset), "old", offset);
@@ -95,7 +97,7 @@ fn applies_commit_between_the_chunks_of_one_reclaim() {
     reclaiming.store(false, Ordering::Release);
     writer.join().unwrap();
 
-    let sweep = Sled::skeleton(&engine).last_sweep().unwrap();
+    let sweep = engine.last_sweep().unwrap();
     assert_eq!((sweep.chunks, sweep.rows_visited), (4, COVERED));
     // old04, old08 and old12 were overwritten before the sweep reached them.
     assert_eq!(sweep.stale_dropped, 3);
@@ -146,7 +148,7 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
         .with_sweep_chunk_rows(SWEEP_CHUNK as usize)
         // Full chunks of SWEEP_CHUNK rows, so the pause after the first one is mid-sweep.
         .with_sweep_chunk_time(None);
-    let engine = Arc::new(SledEngine::open(tmp.path(), options).unwrap());
+    let engine = Arc::new(ChaosEngine::open(tmp.path(), options).unwrap());
     // The writer runs on its own thread but only up to `budget` batches, so every round does a
     // fixed amount of work however the threads are scheduled.
     let budget = Arc::new(AtomicU64::new(0));
@@ -164,7 +166,8 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
             Arc::clone(&armed),
             Arc::clone(&overlapped),
         );
-        Sled::skeleton(&engine)
+        engine
+            .storage()
             .faults()
             .on_chunk_committed(Some(Arc::new(move |_: &SweepTotals| {
                 if armed.swap(false, Ordering::AcqRel) {
@@ -222,7 +225,7 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
         let report = engine.reclaim().unwrap();
         assert_eq!(report.threshold, threshold);
         // The paused first chunk was followed by at least one more, after the writer's apply.
-        assert!(Sled::skeleton(&engine).last_sweep().unwrap().chunks >= 2);
+        assert!(engine.last_sweep().unwrap().chunks >= 2);
     }
     stop.store(true, Ordering::Release);
     writer.join().unwrap();
@@ -232,7 +235,7 @@ fn overwrites_and_repeated_reclaims_interleave_and_lose_nothing_uncovered() {
     assert_eq!(end, written.load(Ordering::Acquire) * PER_BATCH);
     let w = engine.watermark();
     assert_eq!(w, threshold);
-    Sled::skeleton(&engine).faults().on_chunk_committed(None);
+    engine.storage().faults().on_chunk_committed(None);
     engine.reclaim().unwrap();
     // Every key's newest version survives iff it is uncovered; nothing older ever reappears.
     let mut live = 0;

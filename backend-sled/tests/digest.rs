@@ -6,12 +6,10 @@
 mod common;
 
 use std::path::Path;
-use tidemark_backend_sled::Sled;
-use tidemark_disk::DiskBackend;
 
 use common::{key, open_fast, puts, raw_db};
 use tidemark_backend_sled::SledEngine;
-use tidemark_engine_api::verify::Damage;
+use tidemark_engine_api::Damage;
 use tidemark_engine_api::{
     Engine, EngineOptions, Error, LocalLookup, OpenEngine, OpenMode, WriteBatch,
 };
@@ -35,10 +33,8 @@ fn written_store(dir: &Path) {
     engine.apply(&batch).unwrap();
     engine.advance_watermark(20).unwrap();
     engine.reclaim().unwrap();
-    Sled::skeleton(&engine).insert_raw(b"raw", b"\xff").unwrap();
-    Sled::skeleton(&engine)
-        .insert_raw(&key(30), b"\xfe")
-        .unwrap();
+    engine.insert_raw(b"raw", b"\xff").unwrap();
+    engine.insert_raw(&key(30), b"\xfe").unwrap();
 }
 
 /// Runs `change` on the bucket's `data` and `meta` trees with sled directly (the engine must be

@@ -5,9 +5,7 @@
 mod common;
 
 use common::{key, open_fast, puts, raw_db};
-use tidemark_backend_sled::Sled;
 use tidemark_backend_sled::SledEngine;
-use tidemark_disk::DiskBackend;
 use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine, WriteBatch};
 
 /// Rewrites one `meta` entry with sled directly, bypassing the engine.
@@ -65,7 +63,7 @@ fn the_format_version_is_written_in_the_shared_encoding_and_format_1_is_upgraded
     make_format_1(tmp.path());
     {
         let engine = open_fast(tmp.path());
-        Sled::skeleton(&engine)
+        engine
             .insert_raw(
                 b"old",
                 &tidemark_engine_api::codec::encode_value_v1(1, b"v1"),
@@ -194,10 +192,8 @@ fn live_entry_count_is_exact_persisted_and_recounted_when_missing() {
         // key2..key49 go; key0 and key1 were overwritten above the watermark and stay.
         assert_eq!(engine.reclaim().unwrap().values_removed, 48);
         assert_eq!(engine.stats().unwrap().live_entries, 54);
-        Sled::skeleton(&engine).insert_raw(b"raw", b"\xff").unwrap();
-        Sled::skeleton(&engine)
-            .insert_raw(&key(60), b"\xff")
-            .unwrap(); // replaces an entry: no change
+        engine.insert_raw(b"raw", b"\xff").unwrap();
+        engine.insert_raw(&key(60), b"\xff").unwrap(); // replaces an entry: no change
         assert_eq!(engine.stats().unwrap().live_entries, 55);
     }
     assert_eq!(persisted_live_entries(tmp.path()), Some(55));

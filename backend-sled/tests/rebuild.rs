@@ -113,8 +113,8 @@ fn a_rebuild_switches_to_a_fresh_database_holding_every_row_and_frees_the_old_on
         // The reclaim queued the rebuild and returned after its sweep.
         assert_eq!(report.bytes_rewritten, None);
         engine.wait_for_background_work().unwrap();
-        assert_eq!(engine.rebuilds(), 1);
-        assert_eq!(engine.generation().unwrap(), 1);
+        assert_eq!(engine.storage().rebuilds(), 1);
+        assert_eq!(engine.storage().generation_number().unwrap(), 1);
         assert!(context.rebuild_thread_started());
         assert_eq!(names(&dir), ["sled.1", GENERATION_FILE]);
         assert_eq!(
@@ -130,12 +130,12 @@ fn a_rebuild_switches_to_a_fresh_database_holding_every_row_and_frees_the_old_on
         assert_eq!(names(&dir), ["sled.2", GENERATION_FILE]);
         assert_no_loss_no_resurrection(&engine, end, keys);
         assert!(engine.verify().unwrap().is_clean());
-        assert_eq!(engine.failed_rebuilds(), 0);
+        assert_eq!(engine.storage().failed_rebuilds(), 0);
         // Writes go on in the new database.
         engine.apply(&batch(end, 500, keys)).unwrap();
     }
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), 2);
+    assert_eq!(engine.storage().generation_number().unwrap(), 2);
     assert_eq!(engine.applied_end(), end + 500);
     assert_eq!(engine.watermark(), end / 2);
     assert_no_loss_no_resurrection(&engine, end + 500, keys);
@@ -179,19 +179,25 @@ fn writers_and_readers_during_rebuilds_lose_and_resurrect_nothing() {
         // The rebuild runs in the background, beside the writer and the reader.
         engine.wait_for_background_work().unwrap();
     }
-    assert_eq!((engine.rebuilds(), engine.failed_rebuilds()), (6, 0));
+    assert_eq!(
+        (
+            engine.storage().rebuilds(),
+            engine.storage().failed_rebuilds()
+        ),
+        (6, 0)
+    );
     stop.store(true, Ordering::Release);
     let end = writer.join().unwrap();
     reader.join().unwrap();
     assert_eq!(engine.applied_end(), end);
     assert_no_loss_no_resurrection(&engine, end, keys);
     assert!(engine.verify().unwrap().is_clean());
-    let generation = engine.generation().unwrap();
-    assert_eq!(generation, engine.rebuilds());
+    let generation = engine.storage().generation_number().unwrap();
+    assert_eq!(generation, engine.storage().rebuilds());
     drop(engine);
 
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), generation);
+    assert_eq!(engine.storage().generation_number().unwrap(), generation);
     assert_eq!(engine.applied_end(), end);
     assert_no_loss_no_resurrection(&engine, end, keys);
     assert_eq!(
@@ -218,7 +224,7 @@ fn what_an_interrupted_rebuild_leaves_is_removed_at_the_next_writable_open() {
         let engine =
             SledEngine::open_in(&context, &dir, options().with_open_mode(OpenMode::ReadOnly))
                 .unwrap();
-        assert_eq!(engine.generation().unwrap(), 0);
+        assert_eq!(engine.storage().generation_number().unwrap(), 0);
         assert_no_loss_no_resurrection(&engine, end, keys);
     }
     assert!(
@@ -227,7 +233,7 @@ fn what_an_interrupted_rebuild_leaves_is_removed_at_the_next_writable_open() {
     );
     {
         let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
-        assert_eq!(engine.generation().unwrap(), 0);
+        assert_eq!(engine.storage().generation_number().unwrap(), 0);
         assert_no_loss_no_resurrection(&engine, end, keys);
         assert_eq!(names(&dir), ["sled"]);
         assert!(!dir.join("sled.generation.tmp").exists());
@@ -235,13 +241,13 @@ fn what_an_interrupted_rebuild_leaves_is_removed_at_the_next_writable_open() {
         engine.advance_watermark(end / 2).unwrap();
         engine.reclaim().unwrap();
         engine.wait_for_background_work().unwrap();
-        assert_eq!(engine.generation().unwrap(), 1);
+        assert_eq!(engine.storage().generation_number().unwrap(), 1);
     }
     // Killed after the switch, before the old generation was removed.
     fs::create_dir(dir.join("sled")).unwrap();
     fs::write(dir.join("sled").join("db"), b"the old generation").unwrap();
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), 1);
+    assert_eq!(engine.storage().generation_number().unwrap(), 1);
     assert_no_loss_no_resurrection(&engine, end, keys);
     assert_eq!(names(&dir), ["sled.1", GENERATION_FILE]);
 }
@@ -257,7 +263,7 @@ fn a_damaged_generation_pointer_is_refused_not_guessed() {
         engine.advance_watermark(500).unwrap();
         engine.reclaim().unwrap();
         engine.wait_for_background_work().unwrap();
-        assert_eq!(engine.generation().unwrap(), 1);
+        assert_eq!(engine.storage().generation_number().unwrap(), 1);
     }
     fs::write(dir.join(GENERATION_FILE), "one\n").unwrap();
     let err = SledEngine::open_in(&context, &dir, options()).unwrap_err();
@@ -280,8 +286,14 @@ fn the_default_context_does_not_rebuild_a_small_store() {
     engine.advance_watermark(1_000).unwrap();
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert!(engine.size_on_disk().unwrap() < tidemark_backend_sled::MIN_REBUILD_BYTES);
-    assert_eq!((engine.rebuilds(), engine.generation().unwrap()), (0, 0));
+    assert!(engine.storage().size_on_disk().unwrap() < tidemark_backend_sled::MIN_REBUILD_BYTES);
+    assert_eq!(
+        (
+            engine.storage().rebuilds(),
+            engine.storage().generation_number().unwrap()
+        ),
+        (0, 0)
+    );
     assert_eq!(names(&dir), ["sled"]);
     assert!(
         !context.rebuild_thread_started(),
@@ -332,7 +344,7 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
         }
         engine.flush().unwrap();
         assert!(
-            engine.size_on_disk().unwrap() > 2 * target,
+            engine.storage().size_on_disk().unwrap() > 2 * target,
             "a store worth shrinking"
         );
     };
@@ -363,7 +375,7 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
     fill(&engine);
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert_eq!(engine.rebuilds(), 1);
+    assert_eq!(engine.storage().rebuilds(), 1);
     for w in [n / 3, 2 * n / 3, n] {
         engine.advance_watermark(w).unwrap();
         engine.reclaim().unwrap();
@@ -382,12 +394,12 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
     let during = tmp.path().join("during");
     let other = SledEngine::open_in(&context, &during, options()).unwrap();
     fill(&other);
-    other.hold_rebuilds(true);
+    other.storage().hold_rebuilds(true);
     other.reclaim().unwrap();
-    assert!(other.wait_rebuild_held());
+    assert!(other.storage().wait_rebuild_held());
     other.advance_watermark(n).unwrap();
     assert_eq!(other.reclaim().unwrap().removed(), n);
-    other.hold_rebuilds(false);
+    other.storage().hold_rebuilds(false);
     other.wait_for_background_work().unwrap();
     let stats = other.stats().unwrap();
     assert!(
@@ -395,19 +407,19 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
         "{} bytes after a drain during a rebuild, target {target}",
         stats.bytes_on_disk
     );
-    assert_eq!(other.failed_rebuilds(), 0);
-    assert!(other.rebuilds() >= 1);
+    assert_eq!(other.storage().failed_rebuilds(), 0);
+    assert!(other.storage().rebuilds() >= 1);
     assert_eq!(stats.live_entries, 0);
     drop(other);
     // A further reclaim of the empty store does not rebuild it again.
-    let rebuilds = engine.rebuilds();
+    let rebuilds = engine.storage().rebuilds();
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert_eq!(engine.rebuilds(), rebuilds);
-    let generation = engine.generation().unwrap();
+    assert_eq!(engine.storage().rebuilds(), rebuilds);
+    let generation = engine.storage().generation_number().unwrap();
     drop(engine);
     let engine = SledEngine::open_in(&context, &steps, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), generation);
+    assert_eq!(engine.storage().generation_number().unwrap(), generation);
     assert_eq!(engine.stats().unwrap().live_entries, 0);
     assert_eq!(engine.applied_end(), n);
 }
@@ -432,10 +444,10 @@ fn the_garbage_trigger_does_not_fire_on_a_steady_window() {
         engine
             .advance_watermark(end.saturating_sub(window))
             .unwrap();
-        let before = engine.rebuilds();
+        let before = engine.storage().rebuilds();
         let report = engine.reclaim().unwrap();
         engine.wait_for_background_work().unwrap();
-        if engine.rebuilds() > before {
+        if engine.storage().rebuilds() > before {
             // Due only once the files doubled since the last rebuild: the live rows did not
             // change, so a fresh copy would take what the last one took. (0.9: the last
             // rebuild's size is read after its switch, a flush may have added a little.)
@@ -444,14 +456,17 @@ fn the_garbage_trigger_does_not_fire_on_a_steady_window() {
                 "rebuilt at {} bytes, {since} reclaims after a rebuild to {rebuilt}",
                 report.bytes_after
             );
-            rebuilt = engine.size_on_disk().unwrap();
+            rebuilt = engine.storage().size_on_disk().unwrap();
             since = 0;
         } else {
             since += 1;
             quiet += 1;
         }
     }
-    assert!(engine.rebuilds() >= 2, "the growth rule still rebuilds");
+    assert!(
+        engine.storage().rebuilds() >= 2,
+        "the growth rule still rebuilds"
+    );
     assert!(
         quiet >= 20,
         "most reclaims of a steady window rebuild nothing: {quiet} of 40"
@@ -475,9 +490,12 @@ fn writers_readers_and_sweeps_during_a_background_rebuild_lose_nothing() {
     engine.apply(&batch(0, 9_000, keys)).unwrap();
     engine.advance_watermark(3_000).unwrap();
     // Held after its first chunk, so everything below happens while the copy is under way.
-    engine.hold_rebuilds(true);
+    engine.storage().hold_rebuilds(true);
     engine.reclaim().unwrap();
-    assert!(engine.wait_rebuild_held(), "the reclaim queued a rebuild");
+    assert!(
+        engine.storage().wait_rebuild_held(),
+        "the reclaim queued a rebuild"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let reader = spawn_reader(&engine, &stop, keys);
     // Overwrites of keys the copy's first chunk read (at offsets from 9,000, where the copy
@@ -500,14 +518,20 @@ fn writers_readers_and_sweeps_during_a_background_rebuild_lose_nothing() {
         swept_newer > 0,
         "sweeps removed values written during the copy"
     );
-    engine.hold_rebuilds(false);
+    engine.storage().hold_rebuilds(false);
     engine.wait_for_background_work().unwrap();
     stop.store(true, Ordering::Release);
     assert!(reader.join().unwrap() > 0);
     // The copy that ran during the sweeps, then one more: the context rebuilds at every
     // reclaim, and reclaims found one due while the first ran.
-    assert_eq!((engine.rebuilds(), engine.failed_rebuilds()), (2, 0));
-    assert_eq!(engine.generation().unwrap(), 2);
+    assert_eq!(
+        (
+            engine.storage().rebuilds(),
+            engine.storage().failed_rebuilds()
+        ),
+        (2, 0)
+    );
+    assert_eq!(engine.storage().generation_number().unwrap(), 2);
     assert_eq!(engine.applied_end(), end);
     assert_no_loss_no_resurrection(&engine, end, keys);
     let live = engine.stats().unwrap().live_entries;
@@ -515,7 +539,7 @@ fn writers_readers_and_sweeps_during_a_background_rebuild_lose_nothing() {
     drop(engine);
 
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), 2);
+    assert_eq!(engine.storage().generation_number().unwrap(), 2);
     assert_eq!(engine.applied_end(), end);
     assert_eq!(engine.stats().unwrap().live_entries, live);
     assert_no_loss_no_resurrection(&engine, end, keys);
@@ -532,22 +556,28 @@ fn closing_during_a_background_rebuild_abandons_it_and_the_store_reopens() {
         let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
         engine.apply(&batch(0, end, keys)).unwrap();
         engine.advance_watermark(end / 3).unwrap();
-        engine.hold_rebuilds(true);
+        engine.storage().hold_rebuilds(true);
         engine.reclaim().unwrap();
-        assert!(engine.wait_rebuild_held());
+        assert!(engine.storage().wait_rebuild_held());
         assert!(dir.join("sled.1").exists(), "the copy is under way");
         // Dropped with the copy half done: it is abandoned, not waited for.
     }
     assert_eq!(names(&dir), ["sled"], "the abandoned copy is removed");
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), 0);
+    assert_eq!(engine.storage().generation_number().unwrap(), 0);
     assert_eq!(engine.applied_end(), end);
     assert_no_loss_no_resurrection(&engine, end, keys);
     assert!(engine.verify().unwrap().is_clean());
     // The next reclaim rebuilds it, under the number the abandoned one had.
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert_eq!((engine.rebuilds(), engine.generation().unwrap()), (1, 1));
+    assert_eq!(
+        (
+            engine.storage().rebuilds(),
+            engine.storage().generation_number().unwrap()
+        ),
+        (1, 1)
+    );
     drop(engine);
 
     // A rebuild queued behind another bucket's is dropped from the queue when its bucket
@@ -555,19 +585,19 @@ fn closing_during_a_background_rebuild_abandons_it_and_the_store_reopens() {
     let other = tmp.path().join("other");
     let busy = SledEngine::open_in(&context, &other, options()).unwrap();
     busy.apply(&batch(0, end, keys)).unwrap();
-    busy.hold_rebuilds(true);
+    busy.storage().hold_rebuilds(true);
     busy.reclaim().unwrap();
-    assert!(busy.wait_rebuild_held());
+    assert!(busy.storage().wait_rebuild_held());
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
     engine.reclaim().unwrap();
     drop(engine);
     assert_eq!(names(&dir), ["sled.1", GENERATION_FILE]);
-    busy.hold_rebuilds(false);
+    busy.storage().hold_rebuilds(false);
     busy.wait_for_background_work().unwrap();
-    assert_eq!(busy.rebuilds(), 1);
+    assert_eq!(busy.storage().rebuilds(), 1);
     drop(busy);
     drop(context);
     let engine = SledEngine::open_in(&eager(), &dir, options()).unwrap();
-    assert_eq!(engine.generation().unwrap(), 1);
+    assert_eq!(engine.storage().generation_number().unwrap(), 1);
     assert_no_loss_no_resurrection(&engine, end, keys);
 }

@@ -4,10 +4,9 @@
 
 mod common;
 
+use common::ChaosEngine;
 use common::puts;
-use tidemark_backend_sled::Sled;
-use tidemark_backend_sled::{MAX_SWEEP_CHUNK_ROWS, SledEngine};
-use tidemark_disk::DiskBackend;
+use tidemark_backend_sled::MAX_SWEEP_CHUNK_ROWS;
 use tidemark_engine_api::{Engine, EngineOptions, OpenEngine};
 
 #[test]
@@ -18,15 +17,19 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
     let options = EngineOptions::default()
         .with_sync_writes(false)
         .with_sweep_chunk_time(None);
-    let engine = SledEngine::open(tmp.path(), options).unwrap();
-    assert_eq!(Sled::skeleton(&engine).options().sweep_chunk_rows, 4096);
-    assert_eq!(engine.sweep_chunk_rows(), MAX_SWEEP_CHUNK_ROWS);
+    let engine = ChaosEngine::open(tmp.path(), options).unwrap();
+    assert_eq!(engine.options().sweep_chunk_rows, 4096);
+    assert_eq!(
+        engine.storage().inner().sweep_chunk_rows(),
+        MAX_SWEEP_CHUNK_ROWS
+    );
     let covered = 4 * MAX_SWEEP_CHUNK_ROWS as u64 - 24;
     engine.apply(&puts(0, covered + 10)).unwrap();
     engine.advance_watermark(covered).unwrap();
     let largest = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen = std::sync::Arc::clone(&largest);
-    Sled::skeleton(&engine)
+    engine
+        .storage()
         .faults()
         .on_chunk_committed(Some(std::sync::Arc::new(
             move |chunk: &tidemark_backend_sled::SweepTotals| {
@@ -34,7 +37,7 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
             },
         )));
     assert_eq!(engine.reclaim().unwrap().values_removed, covered);
-    let sweep = Sled::skeleton(&engine).last_sweep().unwrap();
+    let sweep = engine.last_sweep().unwrap();
     assert_eq!((sweep.rows_visited, sweep.chunks), (covered, 4));
     assert_eq!(
         largest.load(std::sync::atomic::Ordering::Acquire),
@@ -44,8 +47,10 @@ fn chunks_are_capped_because_a_sled_transaction_blocks_every_store_in_the_proces
     drop(engine);
     let options = EngineOptions::default().with_sweep_chunk_rows(10);
     assert_eq!(
-        SledEngine::open(tmp.path(), options)
+        ChaosEngine::open(tmp.path(), options)
             .unwrap()
+            .storage()
+            .inner()
             .sweep_chunk_rows(),
         10
     );

@@ -165,7 +165,7 @@ fn open_until_refused<B: TestedBackend>(
     factory: &DiskFactory<B>,
     context: &B::Context,
     dir: &dyn Fn(usize) -> std::path::PathBuf,
-    engines: &mut Vec<B::Engine>,
+    engines: &mut Vec<tidemark_disk::DiskEngine<B>>,
     buckets: usize,
 ) -> (usize, String) {
     let name = B::NAME;
@@ -224,13 +224,17 @@ fn fill<E: Engine>(engine: &E, i: usize) -> Result<()> {
         }
     }
     engine.apply(&batch)?;
-    let w = watermark_of(i);
+    advance_and_reclaim_exactly(engine, watermark_of(i))
+}
+
+/// Advances `W` to `w` and reclaims; the reclaim must remove exactly the `w` entries below it
+/// (the buckets of the scale and headroom tests hold one entry per offset from 0).
+pub(crate) fn advance_and_reclaim_exactly<E: Engine>(engine: &E, w: u64) -> Result<()> {
     engine.advance_watermark(w)?;
-    let report = engine.reclaim()?;
-    let removed = report.values_removed + report.tombstones_removed;
+    let removed = engine.reclaim()?.removed();
     if removed != w {
         return Err(Error::Internal(format!(
-            "bucket {i}: reclaim below {w} removed {removed} entries"
+            "reclaim below {w} removed {removed} entries"
         )));
     }
     Ok(())
@@ -246,9 +250,6 @@ fn check_bucket<E: Engine>(name: &str, engine: &E, i: usize) {
     );
     for j in 0..RECORDS {
         let (key, value) = record(i, j);
-        let found = engine
-            .lookup(&key)
-            .unwrap_or_else(|e| panic!("{name}: bucket {i} lookup {j}: {e}"));
         let expected = if j < w {
             LocalLookup::Miss
         } else if j % 10 == 9 {
@@ -259,8 +260,24 @@ fn check_bucket<E: Engine>(name: &str, engine: &E, i: usize) {
                 bytes: value,
             }
         };
-        assert_eq!(found, expected, "{name}: bucket {i} record {j}");
+        assert_record(name, engine, i, j, &key, &expected);
     }
+}
+
+/// Asserts that the lookup of `key`, record `j` of bucket `i`, finds `expected`.
+#[track_caller]
+pub(crate) fn assert_record<E: Engine>(
+    name: &str,
+    engine: &E,
+    i: usize,
+    j: u64,
+    key: &[u8],
+    expected: &LocalLookup,
+) {
+    let found = engine
+        .lookup(key)
+        .unwrap_or_else(|e| panic!("{name}: bucket {i} lookup {j}: {e}"));
+    assert_eq!(&found, expected, "{name}: bucket {i} record {j}");
 }
 
 fn growth(now: Option<u64>, before: Option<u64>) -> Option<u64> {
@@ -321,12 +338,10 @@ fn report(
 #[macro_export]
 macro_rules! scale_case {
     ($factory:expr) => {
-        /// A thousand buckets (`TIDEMARK_SCALE_BUCKETS`) open, write, reclaim and reopen within
-        /// the backend's stated budget, in a child process.
-        #[test]
-        fn scale() {
-            let name = $crate::child::test_name(module_path!(), "scale");
-            $crate::scale::run_isolated(&name, &$factory);
+        $crate::__child_test! {
+            /// A thousand buckets (`TIDEMARK_SCALE_BUCKETS`) open, write, reclaim and reopen within
+            /// the backend's stated budget, in a child process.
+            scale, $crate::scale::run_isolated, $factory
         }
     };
 }

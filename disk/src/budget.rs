@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use tidemark_engine_api::error::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 mod reservation;
 

@@ -324,6 +324,89 @@ impl ThresholdPolicy {
     }
 }
 
+/// Defines an LSM backend's two filter types over the shared decision, so each backend writes
+/// only the glue to its engine's filter traits (an engine's trait can only be implemented for a
+/// type of the backend's own crate):
+///
+/// - `TagThresholdFilterFactory` (the [`ThresholdRule`]: `new`, `with_counters`,
+///   `with_tag_reader`, `counters`, and `start`, the filter for one compaction with the supplier
+///   read now);
+/// - `TagThresholdFilter` (the [`ThresholdPolicy`] of one compaction: `limit`, `removes`).
+///
+/// ```
+/// tidemark_disk::tag_threshold_filter_types!();
+///
+/// let factory = TagThresholdFilterFactory::new(0, std::sync::Arc::new(|| Some(10)));
+/// assert_eq!(factory.start().limit(), Some(10));
+/// ```
+#[macro_export]
+macro_rules! tag_threshold_filter_types {
+    () => {
+        /// Builds one [`TagThresholdFilter`] per compaction, reading the supplier once for each.
+        pub struct TagThresholdFilterFactory {
+            rule: $crate::compaction_policy::ThresholdRule,
+        }
+
+        impl TagThresholdFilterFactory {
+            /// A factory removing entries with `tag + distance <= supplier()`.
+            pub fn new(
+                distance: u64,
+                supplier: $crate::compaction_policy::ThresholdSupplier,
+            ) -> Self {
+                TagThresholdFilterFactory {
+                    rule: $crate::compaction_policy::ThresholdRule::new(distance, supplier),
+                }
+            }
+
+            /// Counts into `counters` (shared with whoever reads them).
+            pub fn with_counters(
+                self,
+                counters: ::std::sync::Arc<$crate::compaction_policy::FilterCounters>,
+            ) -> Self {
+                TagThresholdFilterFactory {
+                    rule: self.rule.with_counters(counters),
+                }
+            }
+
+            /// Reads tags with `reader` instead of the value codec.
+            pub fn with_tag_reader(self, reader: $crate::compaction_policy::TagReader) -> Self {
+                TagThresholdFilterFactory {
+                    rule: self.rule.with_tag_reader(reader),
+                }
+            }
+
+            /// The shared counters.
+            pub fn counters(&self) -> ::std::sync::Arc<$crate::compaction_policy::FilterCounters> {
+                ::std::sync::Arc::clone(self.rule.counters())
+            }
+
+            /// The filter for one compaction, with the supplier read now.
+            pub fn start(&self) -> TagThresholdFilter {
+                TagThresholdFilter {
+                    policy: self.rule.start_compaction(),
+                }
+            }
+        }
+
+        /// The filter for one compaction run: the policy with the limit read when it started.
+        pub struct TagThresholdFilter {
+            policy: $crate::compaction_policy::ThresholdPolicy,
+        }
+
+        impl TagThresholdFilter {
+            /// The limit this compaction applies (`None`: remove nothing).
+            pub fn limit(&self) -> Option<u64> {
+                self.policy.limit()
+            }
+
+            /// Whether the entry `key` → `stored` goes (counted).
+            pub fn removes(&self, key: &[u8], stored: &[u8]) -> bool {
+                self.policy.removes(key, stored)
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

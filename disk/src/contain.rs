@@ -24,7 +24,7 @@ use std::panic::{self, AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
-use tidemark_engine_api::error::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 thread_local! {
     /// How many [`catch_panic`] calls are running on this thread (they may nest): the quiet hook

@@ -9,9 +9,9 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
+use tidemark_engine_api::OpenMode;
 use tidemark_engine_api::codec::FORMAT_VERSION;
-use tidemark_engine_api::error::{Error, Result};
-use tidemark_engine_api::options::OpenMode;
+use tidemark_engine_api::{Error, Result};
 
 /// Name of the marker file inside every bucket directory.
 pub const MARKER_FILE: &str = "TIDEMARK";

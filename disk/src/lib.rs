@@ -15,16 +15,17 @@
 //!   [`BackendContext`] (and, for the conformance suite, `testing::TestedBackend`);
 //! - the tag-threshold decision the LSM backends' compaction filters share
 //!   ([`compaction_policy`]) and the watermark threshold they apply ([`watermark_threshold`]);
-//! - panic containment of storage calls ([`contain`]), injected faults for tests ([`fault`],
-//!   armed only with the cargo feature `testing`), and process-wide slots ([`sync`]).
+//! - panic containment of storage calls ([`contain`]) and process-wide slots ([`sync`]);
+//! - with the cargo feature `testing`, the test hooks and the `testing::Chaos` layer that
+//!   injects faults around any storage.
 
 mod backend;
 pub mod budget;
 pub mod compaction_policy;
 pub mod contain;
-pub mod fault;
 pub mod layout;
 pub mod meta;
+pub mod offset_index;
 pub mod process;
 mod skeleton;
 mod storage;
@@ -38,5 +39,7 @@ pub mod watermark_threshold;
 pub use backend::{BackendContext, DiskBackend};
 pub use layout::high_water::{self, HighWater};
 pub use meta::MetaKey;
-pub use skeleton::{DiskEngine, StorageInit};
-pub use storage::{LiveEntries, ReclaimRequest, ReclaimWork, Storage};
+pub use skeleton::DiskEngine;
+pub use storage::{
+    CommitRequest, LiveEntries, ReadStored, ReclaimRequest, ReclaimWork, Storage, StorageInit,
+};

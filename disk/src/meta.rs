@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use tidemark_engine_api::codec::FORMAT_VERSION;
-use tidemark_engine_api::error::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 /// One persisted metadata value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

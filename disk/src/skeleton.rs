@@ -12,72 +12,37 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
+use crate::backend::BackendContext;
 use crate::contain::{catch_panic, contained};
-use crate::layout::{self, FileStart};
+use crate::layout;
 use crate::sweeper::SweepTotals;
 use crate::turns::WriterTurns;
-use tidemark_engine_api::batch::{WriteBatch, validate_key};
+use tidemark_engine_api::EngineOptions;
 use tidemark_engine_api::codec;
 use tidemark_engine_api::covered::{self, CoveredRuns};
-use tidemark_engine_api::engine::Engine;
-use tidemark_engine_api::error::{Error, Result};
-use tidemark_engine_api::options::EngineOptions;
-use tidemark_engine_api::outcome::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
-use tidemark_engine_api::stats::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
 use tidemark_engine_api::sync;
-use tidemark_engine_api::verify::{Verifier, VerifyReport};
 use tidemark_engine_api::watermark::{self, ProgressCell, reclaim_threshold};
+use tidemark_engine_api::{ApplyOutcome, LocalLookup, ReclaimReport, WatermarkUpdate};
+use tidemark_engine_api::{CounterSnapshot, EngineCounters, EngineStats, Reclaimable};
+use tidemark_engine_api::{Engine, OpenEngine};
+use tidemark_engine_api::{Error, Result};
+use tidemark_engine_api::{Verifier, VerifyReport};
+use tidemark_engine_api::{WriteBatch, validate_key};
 
 use crate::layout::high_water::{self, HighWater};
 use crate::meta::{self, MetaKey};
-use crate::storage::{ReclaimRequest, Storage};
+use crate::storage::{CommitRequest, ReclaimRequest, Storage, StorageInit};
 
 #[cfg(any(test, feature = "testing"))]
 mod hooks;
 
-/// What a backend's storage constructor gets from [`DiskEngine::open`].
-#[derive(Debug)]
-pub struct StorageInit<'a> {
-    /// The bucket directory (already claimed with the backend's marker, or checked to hold one
-    /// when the open mode does not create).
-    pub dir: &'a Path,
-    /// The options the engine is opened with. A storage follows `options.open_mode`: it
-    /// checks its files with [`StorageInit::require_engine_file`] before its engine may create
-    /// them, and opens them read-only where its engine can when the mode does not write.
-    pub options: &'a EngineOptions,
-    /// The directory's high-water record, when it has one: a store lived here, so its engine
-    /// files must be there.
-    pub recorded: Option<HighWater>,
-    /// The engine's published watermark, for readers outside the engine (a compaction filter's
-    /// supplier). It holds the restored `W` once the engine is open; it only ever holds durable
-    /// values.
-    pub watermark: Arc<AtomicU64>,
-}
-
-impl StorageInit<'_> {
-    /// Checks the engine's main file (or directory) `path`, named `what` in errors, before the
-    /// engine opens it ([`layout::check_engine_file`]): missing or blank when the directory has
-    /// a high-water record is [`Error::Damaged`]; missing otherwise is created only when the
-    /// open mode creates ([`Error::NoStore`] otherwise).
-    pub fn require_engine_file(&self, path: &Path, what: &str, start: FileStart) -> Result<()> {
-        layout::check_engine_file(
-            self.dir,
-            path,
-            what,
-            start,
-            self.options.open_mode,
-            self.recorded.is_some(),
-        )
-    }
-}
-
-/// The [`Engine`] contract over a backend's [`Storage`].
+/// The [`Engine`] contract over a backend's [`Storage`]: the engine of every disk backend.
 ///
-/// Backends wrap it in their own engine type (which adds backend diagnostics) and forward the
-/// trait with [`forward_engine!`](tidemark_engine_api::forward_engine).
+/// A backend's own diagnostics are methods of its storage, reached with
+/// [`DiskEngine::storage`].
 ///
 /// Every call into the storage runs contained ([`crate::contain`]), inside the locks it needs,
 /// so a panic of the storage engine never unwinds through a lock guard (nothing is poisoned)
@@ -114,8 +79,6 @@ pub struct DiskEngine<S: Storage> {
     /// Set when the storage panicked during a call that may write: see [`Error::StoreFailed`].
     failed: AtomicBool,
     counters: EngineCounters,
-    /// Injected storage faults (empty, and every point passes, without the `testing` feature).
-    faults: crate::fault::Faults,
 }
 
 impl<S: Storage> fmt::Debug for DiskEngine<S> {
@@ -130,22 +93,32 @@ impl<S: Storage> fmt::Debug for DiskEngine<S> {
 }
 
 impl<S: Storage> DiskEngine<S> {
-    /// Opens the bucket at `dir`: claims the directory for `S::BACKEND` (creating it when
-    /// missing; another backend's directory, a foreign one or a newer format is refused before
-    /// anything is written), opens the storage with `open`, then checks the format version (or
-    /// writes it, durably, for a new store) and restores `W` and the applied end.
+    /// Opens the bucket at `path` with the settings of `context` (creating it when missing,
+    /// unless `options.open_mode` says otherwise), taking a place in the context's bucket
+    /// budget first ([`BackendContext::admit`]: beyond it
+    /// [`Error::ResourceLimit`], and nothing is created), then the storage with
+    /// [`Storage::open`]: claims the directory for `S::BACKEND` (creating it when missing; another
+    /// backend's directory, a foreign one or a newer format is refused before anything is
+    /// written), opens the storage, then checks the format version (or writes it, durably, for a
+    /// new store) and restores `W` and the applied end.
     ///
-    /// With an [`OpenMode`](tidemark_engine_api::options::OpenMode) that does not create, the directory must
-    /// already hold a store of `S::BACKEND` ([`layout::check_directory`]: nothing is created);
-    /// with [`OpenMode::ReadOnly`](tidemark_engine_api::options::OpenMode::ReadOnly) nothing is written, not
-    /// even the format version of a store that lacks one, and every write is refused with
-    /// [`Error::ReadOnly`].
-    pub fn open(
+    /// With an [`OpenMode`](tidemark_engine_api::OpenMode) that does not create, the
+    /// directory must already hold a store of `S::BACKEND` ([`layout::check_directory`]: nothing is
+    /// created); with [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly)
+    /// nothing is written, not even the format version of a store that lacks one, and every write
+    /// is refused with [`Error::ReadOnly`].
+    pub fn open_in(context: &S::Context, path: &Path, options: EngineOptions) -> Result<Self> {
+        let lease = context.admit(path)?;
+        Self::open_with(path, options, |init| S::open(context, init, lease))
+    }
+
+    /// [`DiskEngine::open_in`] with the storage opened by `open`; an engine that panics on its
+    /// own damaged files fails the open with an error.
+    fn open_with(
         dir: &Path,
         options: EngineOptions,
         open: impl FnOnce(StorageInit<'_>) -> Result<S>,
     ) -> Result<Self> {
-        // An engine that panics on its own damaged files fails the open with an error.
         contained(S::BACKEND, "open", || {
             Self::open_contained(dir, options, open)
         })
@@ -219,7 +192,6 @@ impl<S: Storage> DiskEngine<S> {
             tag_bound: AtomicU64::new(restored.applied_end),
             failed: AtomicBool::new(false),
             counters: EngineCounters::default(),
-            faults: crate::fault::Faults::new(),
         })
     }
 
@@ -352,16 +324,10 @@ impl<S: Storage> DiskEngine<S> {
         Error::store_failed(&self.dir, Some(Box::new(panic)))
     }
 
-    /// The injected fault armed at `point`, if any (always `Ok` without the `testing` feature).
-    fn inject(&self, point: crate::fault::FaultPoint) -> Result<()> {
-        self.faults.check(point)
-    }
-
     /// Makes `watermark` durable in the storage (with every earlier commit). Called under the
     /// writer lock, so the applied end cannot move meanwhile.
     fn persist_watermark(&self, watermark: u64) -> Result<()> {
         self.contain_write("the watermark write", |s| {
-            self.inject(crate::fault::FaultPoint::Watermark)?;
             s.persist_meta(MetaKey::Watermark, watermark)
         })
     }
@@ -404,15 +370,9 @@ impl<S: Storage> DiskEngine<S> {
             // backwards). The record is only a lower bound checked at open: a failed write keeps
             // the previous one, and the next watermark change, flush or close writes it again. A
             // concurrent change that recorded a higher state first makes this one a no-op.
-            // Not a storage call: an injected panic here is only an error.
-            let recorded = contained(S::BACKEND, "the high-water record", || {
-                self.inject(crate::fault::FaultPoint::HighWater)
-            })
-            .and_then(|()| {
-                self.record_high_water(HighWater {
-                    watermark: update.current,
-                    applied_end,
-                })
+            let recorded = self.record_high_water(HighWater {
+                watermark: update.current,
+                applied_end,
             });
             if let Err(e) = recorded {
                 tracing::warn!(backend = S::BACKEND, dir = %self.dir.display(), error = %e,
@@ -471,25 +431,12 @@ impl<S: Storage> DiskEngine<S> {
         let _reclaimer = self.lock_reclaimer()?;
         let started = Instant::now();
         let threshold = threshold_of(self.progress.watermark());
-        if self.faults.armed(crate::fault::FaultPoint::Reclaim) > 0 {
-            // Midway: the part of the work done before the fault is real.
-            let partial = ReclaimRequest {
-                threshold: threshold / 2,
-                purge,
-                turns: &self.turns,
-                faults: &self.faults,
-            };
-            self.contain_write("reclaim", |s| {
-                s.reclaim(partial)?;
-                self.faults.check(crate::fault::FaultPoint::Reclaim)
-            })?;
-        }
         let work = self.contain_write("reclaim", |s| {
             s.reclaim(ReclaimRequest {
                 threshold,
                 purge,
                 turns: &self.turns,
-                faults: &self.faults,
+                on_chunk: None,
             })
         })?;
         let rows = self.lock_covered()?.reclaimed(threshold);
@@ -554,6 +501,13 @@ impl<S: Storage> Drop for DiskEngine<S> {
     }
 }
 
+impl<S: Storage> OpenEngine for DiskEngine<S> {
+    /// Opens from the backend's process-wide default context ([`BackendContext::global`]).
+    fn open(path: &Path, options: EngineOptions) -> Result<Self> {
+        Self::open_in(&S::Context::global()?, path, options)
+    }
+}
+
 impl<S: Storage> Engine for DiskEngine<S> {
     fn backend_name(&self) -> &'static str {
         S::BACKEND
@@ -580,9 +534,12 @@ impl<S: Storage> Engine for DiskEngine<S> {
             self.tag_bound
                 .fetch_max(plan.outcome.applied_end, Ordering::SeqCst);
             self.contain_write("commit", |s| {
-                // A full disk: the commit fails before anything is written.
-                self.inject(crate::fault::FaultPoint::Commit)?;
-                s.commit(&plan.writes, plan.outcome.applied_end, &rows, sync)
+                s.commit(CommitRequest {
+                    writes: &plan.writes,
+                    applied_end: plan.outcome.applied_end,
+                    rows: &rows,
+                    sync,
+                })
             })?;
             // Committed and visible: publish before `after_commit`, so memory matches storage
             // even when making it durable fails (which then fails the storage).
@@ -675,10 +632,7 @@ impl<S: Storage> Engine for DiskEngine<S> {
         self.check_writable("flush")?;
         // Read before the flush: what it makes durable.
         let reached = self.reached();
-        self.contain_write("flush", |s| {
-            self.inject(crate::fault::FaultPoint::Flush)?;
-            s.flush()
-        })?;
+        self.contain_write("flush", |s| s.flush())?;
         self.record_high_water(reached)
     }
 

@@ -1,16 +1,75 @@
 //! [`Storage`]: the primitives a disk backend supplies to [`DiskEngine`](crate::DiskEngine).
 
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use crate::layout::FileStart;
+use crate::layout::high_water::HighWater;
 use crate::sweeper::SweepTotals;
 use crate::turns::WriterTurns;
-use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::EngineOptions;
+use tidemark_engine_api::Record;
+use tidemark_engine_api::Result;
+use tidemark_engine_api::Verifier;
 use tidemark_engine_api::covered::MetaRow;
-use tidemark_engine_api::error::Result;
-use tidemark_engine_api::verify::Verifier;
 
+use crate::backend::BackendContext;
+use crate::budget::BucketLease;
 use crate::meta::MetaKey;
 
-/// Which reclaim the engine asks its storage for.
+/// What [`Storage::open`] gets from [`DiskEngine::open_in`](crate::DiskEngine::open_in).
+#[derive(Debug)]
+pub struct StorageInit<'a> {
+    /// The bucket directory (already claimed with the backend's marker, or checked to hold one
+    /// when the open mode does not create).
+    pub dir: &'a Path,
+    /// The options the engine is opened with. A storage follows `options.open_mode`: it
+    /// checks its files with [`StorageInit::require_engine_file`] before its engine may create
+    /// them, and opens them read-only where its engine can when the mode does not write.
+    pub options: &'a EngineOptions,
+    /// The directory's high-water record, when it has one: a store lived here, so its engine
+    /// files must be there.
+    pub recorded: Option<HighWater>,
+    /// The engine's published watermark, for readers outside the engine (a compaction filter's
+    /// supplier). It holds the restored `W` once the engine is open; it only ever holds durable
+    /// values.
+    pub watermark: Arc<AtomicU64>,
+}
+
+impl StorageInit<'_> {
+    /// Checks the engine's main file (or directory) `path`, named `what` in errors, before the
+    /// engine opens it ([`crate::layout::check_engine_file`]): missing or blank when the directory has
+    /// a high-water record is [`Error::Damaged`](tidemark_engine_api::Error::Damaged); missing otherwise is created only when the
+    /// open mode creates ([`Error::NoStore`](tidemark_engine_api::Error::NoStore) otherwise).
+    pub fn require_engine_file(&self, path: &Path, what: &str, start: FileStart) -> Result<()> {
+        crate::layout::check_engine_file(
+            self.dir,
+            path,
+            what,
+            start,
+            self.options.open_mode,
+            self.recorded.is_some(),
+        )
+    }
+}
+
+/// What one commit writes ([`Storage::commit`]).
 #[derive(Debug, Clone, Copy)]
+pub struct CommitRequest<'a> {
+    /// The records to store, in batch order.
+    pub writes: &'a [&'a Record],
+    /// The applied end the commit moves to.
+    pub applied_end: u64,
+    /// The covered-run rows this commit changes.
+    pub rows: &'a [MetaRow],
+    /// Whether the write must be durable when the commit returns (or after
+    /// [`Storage::after_commit`]).
+    pub sync: bool,
+}
+
+/// Which reclaim the engine asks its storage for.
+#[derive(Clone, Copy)]
 pub struct ReclaimRequest<'a> {
     /// Remove every entry with `offset < threshold`, and nothing else.
     pub threshold: u64,
@@ -21,9 +80,21 @@ pub struct ReclaimRequest<'a> {
     /// The engine's writers: a storage that reclaims in many transactions yields to them between
     /// two ([`crate::sweeper::sweep`] does), so a reclaim never holds writes for longer than one.
     pub turns: &'a WriterTurns,
-    /// The engine's test hooks, passed on to [`crate::sweeper::sweep`] (empty without the
-    /// `testing` feature).
-    pub faults: &'a crate::fault::Faults,
+    /// Run after every chunk a sweeping storage committed, with that chunk's totals, outside
+    /// any transaction ([`crate::sweeper::sweep`]); an LSM storage, which reclaims in one
+    /// compaction, never calls it. The engine passes `None`; a layer around the storage may
+    /// observe a reclaim's progress with it.
+    pub on_chunk: Option<&'a (dyn Fn(&SweepTotals) + Sync)>,
+}
+
+impl std::fmt::Debug for ReclaimRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReclaimRequest")
+            .field("threshold", &self.threshold)
+            .field("purge", &self.purge)
+            .field("on_chunk", &self.on_chunk.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What one reclaim did in storage; the engine adds the threshold and the duration.
@@ -55,18 +126,32 @@ pub struct LiveEntries {
     pub exact: bool,
 }
 
+/// What a storage lends a key's stored bytes to (`None` when the key is absent), without
+/// copying them: [`Storage::get`] and [`Storage::get_inline`].
+pub trait ReadStored<T>: FnOnce(Option<&[u8]>) -> Result<T> {}
+
+impl<T, F: FnOnce(Option<&[u8]>) -> Result<T>> ReadStored<T> for F {}
+
 /// A disk backend's storage primitives. [`DiskEngine`](crate::DiskEngine) holds the locks, the
 /// watermark and applied end, the counters and the contract's arithmetic; a storage only stores.
 ///
 /// Calls that change data are made under the engine's writer lock (`commit`, `persist_meta`,
 /// `after_commit`, and the test hooks of `testing::StorageHooks`) or its reclaimer lock (`reclaim`); `get` and the statistics run
 /// concurrently with both.
-pub trait Storage: Send + Sync + 'static {
+pub trait Storage: Sized + Send + Sync + 'static {
     /// The backend's name: in the directory marker, errors and `Engine::backend_name`.
     const BACKEND: &'static str;
 
     /// What a reclaim of this storage costs (the engine declares it to the scheduler).
     const RECLAIM_COST: tidemark_engine_api::ReclaimCost;
+
+    /// The per-process resources every bucket of the backend shares.
+    type Context: BackendContext;
+
+    /// Opens the storage of one bucket in the directory the skeleton prepared
+    /// ([`DiskEngine::open_in`](crate::DiskEngine::open_in)), holding `lease`, its place in
+    /// `context`'s budget, until dropped.
+    fn open(context: &Self::Context, init: StorageInit<'_>, lease: BucketLease) -> Result<Self>;
 
     /// The stored bytes of a metadata value, `None` when absent.
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>>;
@@ -85,17 +170,12 @@ pub trait Storage: Send + Sync + 'static {
     /// rows a reclaim trims from the covered runs, whose loss only makes the estimate high.
     fn write_meta_rows(&self, rows: &[MetaRow]) -> Result<()>;
 
-    /// Writes `writes` (their encoded values, and whatever index rows the storage keeps), the
-    /// new `applied_end` and the metadata `rows` (the covered runs this commit changes) in **one
-    /// atomic write**: after a crash either all of it is there or none. With `sync` the write is
-    /// durable when this returns, unless the storage makes it durable in [`Self::after_commit`].
-    fn commit(
-        &self,
-        writes: &[&Record],
-        applied_end: u64,
-        rows: &[MetaRow],
-        sync: bool,
-    ) -> Result<()>;
+    /// Writes the request's records (their encoded values, and whatever index rows the storage
+    /// keeps), the new applied end and the metadata rows (the covered runs this commit changes)
+    /// in **one atomic write**: after a crash either all of it is there or none. With `sync` the
+    /// write is durable when this returns, unless the storage makes it durable in
+    /// [`Self::after_commit`].
+    fn commit(&self, commit: CommitRequest<'_>) -> Result<()>;
 
     /// Called after a commit that succeeded, once the engine has published its applied end. A
     /// storage whose commit becomes visible before it is durable (sled) makes it durable here
@@ -106,16 +186,12 @@ pub trait Storage: Send + Sync + 'static {
     }
 
     /// Calls `read` with the stored bytes of `key` (`None` when absent), without copying them.
-    fn get<T>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> Result<T>) -> Result<T>;
+    fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T>;
 
     /// [`get`](Self::get), but only if the read cannot block for long (it is served from memory
     /// or a cache); `Ok(None)` when it might have to wait for storage, and then `read` is not
     /// called. The default always says `None` (every read goes to a blocking thread).
-    fn get_inline<T>(
-        &self,
-        key: &[u8],
-        read: impl FnOnce(Option<&[u8]>) -> Result<T>,
-    ) -> Result<Option<T>> {
+    fn get_inline<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<Option<T>> {
         let _ = (key, read);
         Ok(None)
     }
@@ -149,9 +225,9 @@ pub trait Storage: Send + Sync + 'static {
         self.flush()
     }
 
-    /// Feeds every stored data row to `verifier` (with [`Verifier::indexed_data_row`] where the
+    /// Feeds every stored data row to `verifier` (with [`VerifyIndex::indexed_data_row`](crate::offset_index::VerifyIndex::indexed_data_row) where the
     /// storage keeps an offset index, [`Verifier::data_row`] otherwise), every offset-index row
-    /// ([`Verifier::index_rows`]), and runs the engine's own checks where it offers one that only
+    /// ([`VerifyIndex::index_rows`](crate::offset_index::VerifyIndex::index_rows)), and runs the engine's own checks where it offers one that only
     /// reads ([`Verifier::engine_check`]). Never writes. The engine holds its writer and
     /// reclaimer locks meanwhile, so the rows are one consistent state.
     fn verify(&self, verifier: &mut Verifier) -> Result<()>;

@@ -11,12 +11,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::fault::Faults;
+use crate::offset_index::parse_index_key;
 use crate::turns::{MAX_YIELD, WriterTurns};
+use tidemark_engine_api::EngineOptions;
+use tidemark_engine_api::Result;
 use tidemark_engine_api::codec::{self, Decoded};
-use tidemark_engine_api::error::Result;
-pub use tidemark_engine_api::offset_index::{index_key, index_upper_bound, parse_index_key};
-use tidemark_engine_api::options::EngineOptions;
 
 /// What to do with one index row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,18 +147,24 @@ pub struct ChunkResult {
     pub busy: Option<Duration>,
 }
 
+/// Which index rows one sweep chunk visits ([`SweepChunk::sweep_chunk`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkRequest<'a> {
+    /// Only rows below `index_upper_bound(threshold)`.
+    pub threshold: u64,
+    /// At most this many rows.
+    pub limit: usize,
+    /// Only rows with a key after this one (`None`: from the start).
+    pub resume_after: Option<&'a [u8]>,
+}
+
 /// One bounded sweeper transaction, implemented by each B-tree backend.
 pub trait SweepChunk {
     /// In **one** transaction: visit at most `limit` index rows with key `> resume_after` (or from
     /// the start when `None`) and `< index_upper_bound(threshold)`; for each, call [`plan_row`]
     /// (which reads the data row and decides), remove the rows its plan names, and count the action
     /// with [`SweepTotals::count`]. Return the last index key visited.
-    fn sweep_chunk(
-        &self,
-        threshold: u64,
-        limit: usize,
-        resume_after: Option<&[u8]>,
-    ) -> Result<ChunkResult>;
+    fn sweep_chunk(&self, chunk: ChunkRequest<'_>) -> Result<ChunkResult>;
 }
 
 /// Rows of the first chunk of a sweep sized by time: small, so a sweep of rows that turn out
@@ -239,8 +244,7 @@ impl ChunkSizer {
 /// Runs chunks until no covered index row remains below `threshold`, each as large as `sizer`
 /// says, letting every writer announced in `turns` commit between two chunks (so a writer waits
 /// for at most the chunk in flight, never the whole sweep). After every chunk that visited rows it
-/// runs the test hook of `faults` ([`Faults::chunk_committed`]; nothing without the `testing`
-/// feature).
+/// runs `on_chunk` ([`ReclaimRequest::on_chunk`](crate::ReclaimRequest::on_chunk)).
 ///
 /// Corrupt rows are kept, so the loop resumes after the last visited key rather than from the
 /// start; every chunk therefore makes progress and the sweep terminates.
@@ -249,19 +253,25 @@ pub fn sweep<S: SweepChunk + ?Sized>(
     threshold: u64,
     mut sizer: ChunkSizer,
     turns: &WriterTurns,
-    faults: &Faults,
+    on_chunk: Option<&(dyn Fn(&SweepTotals) + Sync)>,
 ) -> Result<SweepTotals> {
     let mut totals = SweepTotals::default();
     let mut cursor: Option<Vec<u8>> = None;
     loop {
         let limit = sizer.rows();
         let started = Instant::now();
-        let chunk = target.sweep_chunk(threshold, limit, cursor.as_deref())?;
+        let chunk = target.sweep_chunk(ChunkRequest {
+            threshold,
+            limit,
+            resume_after: cursor.as_deref(),
+        })?;
         let took = chunk.busy.unwrap_or_else(|| started.elapsed());
         totals.add(&chunk.totals);
         let visited = chunk.totals.rows_visited;
-        if visited > 0 {
-            faults.chunk_committed(&chunk.totals);
+        if visited > 0
+            && let Some(on_chunk) = on_chunk
+        {
+            on_chunk(&chunk.totals);
         }
         match chunk.last_index_key {
             Some(last) if visited as usize >= limit => cursor = Some(last),
@@ -275,6 +285,7 @@ pub fn sweep<S: SweepChunk + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::offset_index::{index_key, index_upper_bound};
     use std::cell::RefCell;
     use std::collections::BTreeMap;
 
@@ -300,12 +311,12 @@ mod tests {
     }
 
     impl SweepChunk for Toy {
-        fn sweep_chunk(
-            &self,
-            threshold: u64,
-            limit: usize,
-            resume_after: Option<&[u8]>,
-        ) -> Result<ChunkResult> {
+        fn sweep_chunk(&self, chunk: ChunkRequest<'_>) -> Result<ChunkResult> {
+            let ChunkRequest {
+                threshold,
+                limit,
+                resume_after,
+            } = chunk;
             *self.chunks.borrow_mut() += 1;
             let upper = index_upper_bound(threshold).to_vec();
             let rows: Vec<Vec<u8>> = self
@@ -353,7 +364,7 @@ mod tests {
             6,
             ChunkSizer::new(2, None),
             &WriterTurns::default(),
-            &Faults::default(),
+            None,
         )
         .unwrap();
         assert_eq!(totals.rows_visited, 6);
@@ -376,7 +387,7 @@ mod tests {
         // No chunk can meet a 1 ns target: after the first (FIRST_TIMED_CHUNK_ROWS rows) every
         // chunk is one row, and the sweep still removes everything covered.
         let sizer = ChunkSizer::new(64, Some(Duration::from_nanos(1)));
-        let totals = sweep(&toy, 40, sizer, &WriterTurns::default(), &Faults::default()).unwrap();
+        let totals = sweep(&toy, 40, sizer, &WriterTurns::default(), None).unwrap();
         assert_eq!(totals.values_removed, 40);
         let first = FIRST_TIMED_CHUNK_ROWS as u64;
         // The toy counts the last, empty chunk too.
@@ -396,14 +407,7 @@ mod tests {
             toy.put(format!("k{i:03}").as_bytes(), i);
         }
         let sizer = ChunkSizer::new(64, Some(Duration::from_millis(1)));
-        let totals = sweep(
-            &toy,
-            200,
-            sizer,
-            &WriterTurns::default(),
-            &Faults::default(),
-        )
-        .unwrap();
+        let totals = sweep(&toy, 200, sizer, &WriterTurns::default(), None).unwrap();
         assert_eq!(totals.values_removed, 200);
         assert_eq!(*toy.sizes.borrow(), vec![16, 32, 64, 64, 24]);
         // A zero target cannot be met: it sizes nothing (full chunks), rather than one row each.
@@ -419,12 +423,8 @@ mod tests {
             first_done: Mutex<Option<mpsc::Sender<()>>>,
         }
         impl SweepChunk for Logged {
-            fn sweep_chunk(
-                &self,
-                threshold: u64,
-                _: usize,
-                after: Option<&[u8]>,
-            ) -> Result<ChunkResult> {
+            fn sweep_chunk(&self, chunk: ChunkRequest<'_>) -> Result<ChunkResult> {
+                let (threshold, after) = (chunk.threshold, chunk.resume_after);
                 let next = after.map_or(0, |a| a[0] + 1);
                 if u64::from(next) >= threshold {
                     return Ok(ChunkResult::default());
@@ -460,14 +460,7 @@ mod tests {
             log: Arc::clone(&log),
             first_done: Mutex::new(Some(done_tx)),
         };
-        let totals = sweep(
-            &target,
-            3,
-            ChunkSizer::new(1, None),
-            &turns,
-            &Faults::default(),
-        )
-        .unwrap();
+        let totals = sweep(&target, 3, ChunkSizer::new(1, None), &turns, None).unwrap();
         writer.join().unwrap();
         assert_eq!(totals.rows_visited, 3);
         assert_eq!(
@@ -512,7 +505,7 @@ mod tests {
             5,
             ChunkSizer::new(10, None),
             &WriterTurns::default(),
-            &Faults::default(),
+            None,
         )
         .unwrap();
         assert_eq!((totals.rows_visited, totals.corrupt_kept), (2, 1));
@@ -525,7 +518,7 @@ mod tests {
                 5,
                 ChunkSizer::new(10, None),
                 &WriterTurns::default(),
-                &Faults::default()
+                None
             )
             .unwrap()
             .corrupt_kept,

@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use tidemark_engine_api::error::Result;
+use tidemark_engine_api::Result;
 use tidemark_engine_api::sync::lock;
 
 /// The value in a process-wide `slot`, created by `init` on first use (a failed `init` leaves

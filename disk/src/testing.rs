@@ -10,6 +10,12 @@ use std::path::Path;
 
 use tidemark_engine_api::{Error, Result};
 
+mod chaos;
+mod fault;
+
+pub use chaos::Chaos;
+pub use fault::{ChunkHook, FaultPoint, Faults};
+
 use crate::backend::{BackendContext, DiskBackend};
 use crate::storage::Storage;
 
@@ -75,7 +81,7 @@ pub struct Declared {
 
 /// A disk backend with its test hooks: the conformance suite's one generic factory runs every
 /// case on any backend that implements it.
-pub trait TestedBackend: DiskBackend<Storage: StorageHooks> {
+pub trait TestedBackend: DiskBackend + StorageHooks {
     /// What the backend declares (see [`Declared`]).
     const DECLARED: Declared;
 

@@ -154,85 +154,64 @@ macro_rules! forward_engine {
     };
     (@to $s:ident deref) => { (**$s) };
     (@to $s:ident $field:tt) => { $s.$field };
-    (@one $t:tt backend_name) => {
-        fn backend_name(&self) -> &'static str {
-            $crate::forward_engine!(@to self $t).backend_name()
+    // One forwarded method: its signature, and a body that calls the target with the arguments.
+    (@fwd $t:tt $method:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        fn $method(&self $(, $arg: $ty)*) -> $ret {
+            $crate::forward_engine!(@to self $t).$method($($arg),*)
         }
+    };
+    (@one $t:tt backend_name) => {
+        $crate::forward_engine!(@fwd $t backend_name() -> &'static str);
     };
     (@one $t:tt reclaim_cost) => {
-        fn reclaim_cost(&self) -> $crate::ReclaimCost {
-            $crate::forward_engine!(@to self $t).reclaim_cost()
-        }
+        $crate::forward_engine!(@fwd $t reclaim_cost() -> $crate::ReclaimCost);
     };
     (@one $t:tt apply) => {
-        fn apply(&self, batch: &$crate::WriteBatch) -> $crate::Result<$crate::ApplyOutcome> {
-            $crate::forward_engine!(@to self $t).apply(batch)
-        }
+        $crate::forward_engine!(@fwd $t
+            apply(batch: &$crate::WriteBatch) -> $crate::Result<$crate::ApplyOutcome>);
     };
     (@one $t:tt lookup) => {
-        fn lookup(&self, key: &[u8]) -> $crate::Result<$crate::LocalLookup> {
-            $crate::forward_engine!(@to self $t).lookup(key)
-        }
+        $crate::forward_engine!(@fwd $t lookup(key: &[u8]) -> $crate::Result<$crate::LocalLookup>);
     };
     (@one $t:tt advance_watermark) => {
-        fn advance_watermark(&self, w: u64) -> $crate::Result<$crate::WatermarkUpdate> {
-            $crate::forward_engine!(@to self $t).advance_watermark(w)
-        }
+        $crate::forward_engine!(@fwd $t
+            advance_watermark(w: u64) -> $crate::Result<$crate::WatermarkUpdate>);
     };
     (@one $t:tt adopt_lake_watermark) => {
-        fn adopt_lake_watermark(&self, lake_end: u64) -> $crate::Result<$crate::WatermarkUpdate> {
-            $crate::forward_engine!(@to self $t).adopt_lake_watermark(lake_end)
-        }
+        $crate::forward_engine!(@fwd $t
+            adopt_lake_watermark(lake_end: u64) -> $crate::Result<$crate::WatermarkUpdate>);
     };
     (@one $t:tt watermark) => {
-        fn watermark(&self) -> u64 {
-            $crate::forward_engine!(@to self $t).watermark()
-        }
+        $crate::forward_engine!(@fwd $t watermark() -> u64);
     };
     (@one $t:tt applied_end) => {
-        fn applied_end(&self) -> u64 {
-            $crate::forward_engine!(@to self $t).applied_end()
-        }
+        $crate::forward_engine!(@fwd $t applied_end() -> u64);
     };
     (@one $t:tt reclaim) => {
-        fn reclaim(&self) -> $crate::Result<$crate::ReclaimReport> {
-            $crate::forward_engine!(@to self $t).reclaim()
-        }
+        $crate::forward_engine!(@fwd $t reclaim() -> $crate::Result<$crate::ReclaimReport>);
     };
     (@one $t:tt reclaim_below) => {
-        fn reclaim_below(&self, threshold: u64) -> $crate::Result<$crate::ReclaimReport> {
-            $crate::forward_engine!(@to self $t).reclaim_below(threshold)
-        }
+        $crate::forward_engine!(@fwd $t
+            reclaim_below(threshold: u64) -> $crate::Result<$crate::ReclaimReport>);
     };
     (@one $t:tt stats) => {
-        fn stats(&self) -> $crate::Result<$crate::EngineStats> {
-            $crate::forward_engine!(@to self $t).stats()
-        }
+        $crate::forward_engine!(@fwd $t stats() -> $crate::Result<$crate::EngineStats>);
     };
     (@one $t:tt flush) => {
-        fn flush(&self) -> $crate::Result<()> {
-            $crate::forward_engine!(@to self $t).flush()
-        }
+        $crate::forward_engine!(@fwd $t flush() -> $crate::Result<()>);
     };
     (@one $t:tt lookup_inline) => {
-        fn lookup_inline(&self, key: &[u8]) -> $crate::Result<Option<$crate::LocalLookup>> {
-            $crate::forward_engine!(@to self $t).lookup_inline(key)
-        }
+        $crate::forward_engine!(@fwd $t
+            lookup_inline(key: &[u8]) -> $crate::Result<Option<$crate::LocalLookup>>);
     };
     (@one $t:tt reclaimable) => {
-        fn reclaimable(&self) -> $crate::Result<$crate::Reclaimable> {
-            $crate::forward_engine!(@to self $t).reclaimable()
-        }
+        $crate::forward_engine!(@fwd $t reclaimable() -> $crate::Result<$crate::Reclaimable>);
     };
     (@one $t:tt wait_for_background_work) => {
-        fn wait_for_background_work(&self) -> $crate::Result<()> {
-            $crate::forward_engine!(@to self $t).wait_for_background_work()
-        }
+        $crate::forward_engine!(@fwd $t wait_for_background_work() -> $crate::Result<()>);
     };
     (@one $t:tt verify) => {
-        fn verify(&self) -> $crate::Result<$crate::verify::VerifyReport> {
-            $crate::forward_engine!(@to self $t).verify()
-        }
+        $crate::forward_engine!(@fwd $t verify() -> $crate::Result<$crate::VerifyReport>);
     };
 }
 

@@ -20,6 +20,15 @@ pub fn lock<'a, T>(mutex: &'a Mutex<T>, what: &'static str) -> Result<MutexGuard
     mutex.lock().map_err(|_| Error::Poisoned { what })
 }
 
+/// Locks `mutex` through poisoning: only for the exception above (a lock whose every critical
+/// section is one operation that cannot leave its state half-updated), and for paths that have
+/// nobody to return an error to (a `Drop`, a background thread) and only read or set flags.
+pub fn lock_recovered<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Read-locks `lock`, or [`Error::Poisoned`] naming `what`.
 pub fn read<'a, T>(lock: &'a RwLock<T>, what: &'static str) -> Result<RwLockReadGuard<'a, T>> {
     lock.read().map_err(|_| Error::Poisoned { what })

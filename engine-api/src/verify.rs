@@ -3,14 +3,13 @@
 //! storage keeps an offset index, the index and the data agree.
 //!
 //! The rules live here once. A storage only walks what it holds and feeds each row to a
-//! [`Verifier`] (data rows with [`Verifier::data_row`] or [`Verifier::indexed_data_row`], the
-//! offset index with [`Verifier::index_rows`]) and reports its engine's own checks; the
+//! [`Verifier`] (data rows with [`Verifier::data_row`]; a storage with an offset index checks it
+//! with the disk toolkit's `offset_index::VerifyIndex`) and reports its engine's own checks; the
 //! [`VerifyReport`] says what was found. Nothing is ever repaired.
 
 use std::collections::BTreeMap;
 
 use crate::codec::{self, Decoded};
-use crate::offset_index::{index_key, parse_index_key};
 
 /// How many examples (the first damaged entries met, in scan order) a finding keeps.
 pub const MAX_EXAMPLES: usize = 5;
@@ -207,64 +206,15 @@ impl Verifier {
         Some(tag)
     }
 
-    /// [`Self::data_row`], then, for a row that decodes, checks that the offset index holds its
-    /// row `tag BE ‖ key` (`has_index_row` looks it up).
-    pub fn indexed_data_row<E>(
-        &mut self,
-        key: &[u8],
-        stored: &[u8],
-        has_index_row: impl FnOnce(&[u8]) -> Result<bool, E>,
-    ) -> Result<(), E> {
-        if let Some(tag) = self.data_row(key, stored)
-            && !has_index_row(&index_key(tag, key))?
-        {
-            let detail = format!("no index row at its tag {tag}");
-            self.found(Damage::DataRowWithoutIndexRow, key, detail);
-        }
-        Ok(())
+    /// Counts `rows` offset-index rows checked (the report's `index_rows`, `Some` from the
+    /// first call on, also for 0 rows).
+    pub fn count_index_rows(&mut self, rows: u64) {
+        self.report.index_rows = Some(self.report.index_rows.unwrap_or(0) + rows);
     }
 
-    /// Checks every row of the offset index (its keys, in any order); `read` returns the data
-    /// row a key names. A row whose data row is newer is stale (counted, not damage); one whose
-    /// data row does not decode is left to [`Self::data_row`], which reports that row.
-    pub fn index_rows<R, B, E>(
-        &mut self,
-        rows: impl IntoIterator<Item = Result<R, E>>,
-        mut read: impl FnMut(&[u8]) -> Result<Option<B>, E>,
-    ) -> Result<(), E>
-    where
-        R: AsRef<[u8]>,
-        B: AsRef<[u8]>,
-    {
-        let mut count = self.report.index_rows.unwrap_or(0);
-        for row in rows {
-            let row = row?;
-            let row = row.as_ref();
-            count += 1;
-            let Some((offset, key)) = parse_index_key(row) else {
-                let detail = format!("{} bytes, shorter than the 8-byte offset", row.len());
-                self.found(Damage::UnparsableIndexRow, row, detail);
-                continue;
-            };
-            let current = read(key)?;
-            let tag = match current.as_ref().map(|b| codec::decode(key, b.as_ref())) {
-                None => {
-                    let detail = format!("index row at offset {offset}; no data row");
-                    self.found(Damage::IndexRowWithoutData, key, detail);
-                    continue;
-                }
-                Some(Err(_)) => continue,
-                Some(Ok(decoded)) => decoded.offset(),
-            };
-            if tag > offset {
-                self.report.stale_index_rows += 1;
-            } else if tag < offset {
-                let detail = format!("index row at offset {offset}; the data row holds {tag}");
-                self.found(Damage::IndexRowWithoutData, key, detail);
-            }
-        }
-        self.report.index_rows = Some(count);
-        Ok(())
+    /// Counts one stale offset-index row: its data row holds a newer write (not damage).
+    pub fn count_stale_index_row(&mut self) {
+        self.report.stale_index_rows += 1;
     }
 
     /// Records that the storage engine's own check `name` ran.
@@ -280,20 +230,6 @@ impl Verifier {
             last_key.unwrap_or_default(),
             detail.into(),
         );
-    }
-
-    /// Records that the digest check `name` ran: the rows read add up to `found` (over `rows`
-    /// rows) where the store's metadata row `row` recorded `recorded`; a difference is
-    /// [`Damage::DigestMismatch`].
-    pub fn digest(&mut self, name: &str, row: &[u8], recorded: u64, found: u64, rows: u64) {
-        self.engine_check(name);
-        if recorded != found {
-            let detail = format!(
-                "{name}: the {rows} rows read hash to {found:016x}, the store recorded \
-                 {recorded:016x}: rows older than the metadata, missing or extra"
-            );
-            self.found(Damage::DigestMismatch, row, detail);
-        }
     }
 
     /// Records one damaged entry.
@@ -321,83 +257,7 @@ impl Verifier {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::convert::Infallible;
-
     use super::*;
-
-    fn data() -> BTreeMap<Vec<u8>, Vec<u8>> {
-        let mut data = BTreeMap::new();
-        data.insert(b"a".to_vec(), codec::encode_value(b"a", 1, b"x"));
-        data.insert(b"b".to_vec(), codec::encode_tombstone(b"b", 4).to_vec());
-        data
-    }
-
-    fn verify(
-        data: &BTreeMap<Vec<u8>, Vec<u8>>,
-        index: &[Vec<u8>],
-        watermark: u64,
-        applied_end: u64,
-    ) -> VerifyReport {
-        let mut v = Verifier::new("toy", watermark, applied_end);
-        for (key, stored) in data {
-            v.indexed_data_row(key, stored, |row| {
-                Ok::<_, Infallible>(index.iter().any(|r| r == row))
-            })
-            .unwrap();
-        }
-        v.index_rows(index.iter().map(Ok::<_, Infallible>), |key| {
-            Ok(data.get(key).cloned())
-        })
-        .unwrap();
-        v.finish()
-    }
-
-    #[test]
-    fn a_consistent_store_is_clean_and_counted() {
-        let index = vec![index_key(0, b"a"), index_key(1, b"a"), index_key(4, b"b")];
-        let r = verify(&data(), &index, 2, 5);
-        assert!(r.is_clean(), "{r:?}");
-        assert_eq!((r.values, r.tombstones, r.covered), (1, 1, 1));
-        assert_eq!((r.index_rows, r.stale_index_rows), (Some(3), 1));
-        assert!(!r.watermark_above_applied_end());
-    }
-
-    #[test]
-    fn each_kind_of_damage_is_found_with_its_key() {
-        let mut data = data();
-        data.insert(b"bad".to_vec(), vec![0xee]);
-        data.insert(b"future".to_vec(), codec::encode_value(b"future", 9, b""));
-        data.insert(b"lost".to_vec(), codec::encode_value(b"lost", 2, b""));
-        let index = vec![
-            index_key(1, b"a"),
-            index_key(4, b"b"),
-            index_key(9, b"future"),
-            index_key(3, b"ghost"),
-            index_key(3, b"a"),
-            vec![1, 2],
-        ];
-        let r = verify(&data, &index, 0, 5);
-        let examples = |d: Damage| {
-            let f = r
-                .finding(d)
-                .unwrap_or_else(|| panic!("{d:?} not found in {r:?}"));
-            f.examples.iter().map(|e| e.key.clone()).collect::<Vec<_>>()
-        };
-        assert_eq!(examples(Damage::UndecodableValue), [b"bad".to_vec()]);
-        assert_eq!(
-            examples(Damage::TagAtOrAboveAppliedEnd),
-            [b"future".to_vec()]
-        );
-        assert_eq!(examples(Damage::DataRowWithoutIndexRow), [b"lost".to_vec()]);
-        assert_eq!(
-            examples(Damage::IndexRowWithoutData),
-            [b"ghost".to_vec(), b"a".to_vec()]
-        );
-        assert_eq!(examples(Damage::UnparsableIndexRow), [vec![1, 2]]);
-        assert_eq!(r.damaged(), 6);
-        assert_eq!(r.findings.len(), 5);
-    }
 
     #[test]
     fn examples_are_capped_but_every_entry_counted() {
@@ -416,28 +276,5 @@ mod tests {
         let f = r.finding(Damage::EngineCheckFailed).unwrap();
         assert_eq!(f.examples[0].key, Vec::<u8>::new());
         assert_eq!(r.index_rows, None);
-    }
-
-    #[test]
-    fn a_digest_that_differs_is_damage_named_after_its_row() {
-        let mut v = Verifier::new("toy", 0, 1);
-        v.digest("live-row digest", b"digest", 7, 7, 2);
-        let r = v.finish();
-        assert!(r.is_clean(), "{r:?}");
-        assert_eq!(r.engine_checks, ["live-row digest"]);
-        let mut v = Verifier::new("toy", 0, 1);
-        v.digest("live-row digest", b"digest", 7, 8, 2);
-        let r = v.finish();
-        let f = r.finding(Damage::DigestMismatch).unwrap();
-        assert_eq!((f.count, f.examples[0].key.as_slice()), (1, &b"digest"[..]));
-        assert!(f.examples[0].detail.contains("the 2 rows read"), "{f:?}");
-    }
-
-    #[test]
-    fn a_watermark_above_the_applied_end_is_reported_not_damage() {
-        let r = verify(&data(), &[index_key(1, b"a"), index_key(4, b"b")], 9, 5);
-        assert!(r.is_clean());
-        assert!(r.watermark_above_applied_end());
-        assert_eq!(r.covered, 2);
     }
 }

@@ -33,7 +33,7 @@ fn run() -> Result<()> {
         // A rebuild the reclaim queued runs in the background: the size after it.
         engine.wait_for_background_work()?;
         engine.flush()?;
-        sizes.push(engine.size_on_disk()?);
+        sizes.push(engine.storage().size_on_disk()?);
     }
     let warm = sizes.iter().take(WARM_UP).copied().max().unwrap_or(0);
     let late = sizes.iter().skip(WARM_UP).copied().max().unwrap_or(0);
@@ -42,7 +42,7 @@ fn run() -> Result<()> {
         offset * 200
     );
     println!("size_on_disk per round: {sizes:?}");
-    println!("rebuilds: {}", engine.rebuilds());
+    println!("rebuilds: {}", engine.storage().rebuilds());
     println!(
         "live entries {} (expected {}); warm-up peak {warm} B, later peak {late} B, ratio {:.2}",
         engine.stats()?.live_entries,
@@ -53,11 +53,5 @@ fn run() -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sled-steady-state: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tidemark_benches::exit_code("sled-steady-state", run())
 }

@@ -1,7 +1,7 @@
 //! A reclaim that fails midway under the scheduler: retried with backoff, counted, and never
 //! touching what is not covered.
 
-use tidemark_disk::fault::FaultPoint;
+use tidemark_disk::testing::FaultPoint;
 use tidemark_engine_api::Engine;
 
 use super::support::{

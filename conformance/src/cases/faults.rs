@@ -1,12 +1,13 @@
-//! Injected storage faults ([`tidemark_disk::fault`]): a commit that fails like a full disk, a
+//! Injected storage faults ([`tidemark_disk::testing::Chaos`]): a commit that fails like a full disk, a
 //! watermark write that fails, a reclaim that fails midway. Nothing acknowledged is lost, nothing
 //! failed is half visible, and a retry succeeds. A storage call that panics fails the store
 //! until it is reopened, and poisons nothing.
 
-use tidemark_disk::fault::{FaultPoint, Faults};
+use tidemark_disk::high_water::HIGH_WATER_FILE;
+use tidemark_disk::testing::{FaultPoint, Faults};
 use tidemark_engine_api::{Engine, Error, LocalLookup, Record};
 
-use super::util::{assert_lookup, batch, key, payload, value};
+use super::util::{apply, assert_lookup, batch, fill, key, payload, value};
 use crate::{EngineFactory, Harness};
 
 fn faults<F: EngineFactory>(h: &Harness<F>) -> &Faults {
@@ -26,11 +27,7 @@ fn is_injected(e: &Error) -> bool {
 /// batch then applies once.
 pub fn failed_commit_writes_nothing<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
-    h.engine()
-        .apply(&batch(
-            (0..10).map(|i| Record::put(key(i), payload(i, i), i)),
-        ))
-        .unwrap();
+    fill(h.engine(), 0..10);
     let before = h.engine().stats().unwrap().counters;
     let overwrite = batch((5..15).map(|i| Record::put(key(i % 10), payload(i, i), i + 5)));
     faults(&h).fail_next(FaultPoint::Commit, 1);
@@ -64,10 +61,7 @@ pub fn failed_commit_writes_nothing<F: EngineFactory>(factory: F) {
 pub fn failed_watermark_write_keeps_w<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
     let e = h.engine();
-    e.apply(&batch(
-        (0..20).map(|i| Record::put(key(i), payload(i, i), i)),
-    ))
-    .unwrap();
+    fill(e, 0..20);
     e.advance_watermark(5).unwrap();
     faults(&h).fail_next(FaultPoint::Watermark, 2);
     assert!(is_injected(&e.advance_watermark(15).unwrap_err()));
@@ -83,12 +77,22 @@ pub fn failed_watermark_write_keeps_w<F: EngineFactory>(factory: F) {
     }
     let update = h.engine().advance_watermark(15).unwrap();
     assert!(update.moved && update.current == 15, "{update:?}");
-    // Durable in the store but the high-water record not written: still moved and published,
-    // and a reopen finds the store ahead of its record (a lower bound), not rolled back.
-    faults(&h).fail_next(FaultPoint::HighWater, 1);
+    // Durable in the store but the high-water record not written (a directory where the
+    // record's temporary file goes makes the real write fail): still moved and published, and a
+    // reopen finds the store ahead of its record (a lower bound), not rolled back.
+    let record = h.path().join(HIGH_WATER_FILE);
+    let before = std::fs::read(&record).unwrap();
+    let blocker = h.path().join(format!("{HIGH_WATER_FILE}.tmp"));
+    std::fs::create_dir(&blocker).unwrap();
     let update = h.engine().advance_watermark(18).unwrap();
     assert!(update.moved && update.current == 18, "{update:?}");
     assert_eq!(h.engine().watermark(), 18);
+    assert_eq!(
+        std::fs::read(&record).unwrap(),
+        before,
+        "the record was written although its write was made to fail"
+    );
+    std::fs::remove_dir(&blocker).unwrap();
     if h.capabilities().reopen {
         assert_eq!(h.reopen().watermark(), 18);
     }
@@ -100,10 +104,7 @@ pub fn failed_watermark_write_keeps_w<F: EngineFactory>(factory: F) {
 pub fn failed_reclaim_midway_keeps_uncovered<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    e.apply(&batch(
-        (0..200).map(|i| Record::put(key(i), payload(i, i), i)),
-    ))
-    .unwrap();
+    fill(e, 0..200);
     e.advance_watermark(150).unwrap();
     faults(&h).fail_next(FaultPoint::Reclaim, 1);
     assert!(is_injected(&e.reclaim().unwrap_err()));
@@ -148,11 +149,7 @@ pub fn failed_reclaim_midway_keeps_uncovered<F: EngineFactory>(factory: F) {
 /// storage wrote).
 pub fn storage_panic_fails_the_store<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
-    h.engine()
-        .apply(&batch(
-            (0..10).map(|i| Record::put(key(i), payload(i, i), i)),
-        ))
-        .unwrap();
+    fill(h.engine(), 0..10);
     h.engine().advance_watermark(2).unwrap();
     let points = [
         FaultPoint::Commit,
@@ -201,9 +198,7 @@ pub fn storage_panic_fails_the_store<F: EngineFactory>(factory: F) {
             assert_lookup(e, &key(i), &value(i, payload(i, i)));
         }
         // Working again: the write the panic refused applies, W moves.
-        let outcome = e
-            .apply(&batch([Record::put(key(end), payload(end, end), end)]))
-            .unwrap();
+        let outcome = apply(e, [Record::put(key(end), payload(end, end), end)]);
         assert_eq!(outcome.applied, 1, "{point:?}: after the reopen");
         assert!(e.advance_watermark(watermark + 1).unwrap().moved);
         e.flush().unwrap();

@@ -6,15 +6,17 @@ use std::marker::PhantomData;
 use std::path::Path;
 
 use tidemark_disk::BackendContext;
+use tidemark_disk::DiskEngine;
 use tidemark_disk::budget::ResourceBounds;
 use tidemark_disk::sweeper::SweepTotals;
-use tidemark_disk::testing::TestedBackend;
+use tidemark_disk::testing::{Chaos, Faults, TestedBackend};
 use tidemark_engine_api::{Engine, EngineOptions, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
 
 /// Opens engines of the disk backend `B`, each from `B`'s case context
-/// ([`TestedBackend::case_context`]).
+/// ([`TestedBackend::case_context`]), with its storage inside the [`Chaos`] layer (nothing armed
+/// until a case arms it), so the fault cases reach every backend.
 pub struct DiskFactory<B>(PhantomData<fn() -> B>);
 
 impl<B> DiskFactory<B> {
@@ -45,34 +47,31 @@ impl<B: TestedBackend> fmt::Debug for DiskFactory<B> {
 }
 
 impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
-    type Engine = B::Engine;
+    type Engine = DiskEngine<Chaos<B>>;
     const NAME: &'static str = B::NAME;
 
     fn capabilities(&self) -> Capabilities {
-        let declared = B::DECLARED;
         Capabilities {
+            declared: B::DECLARED,
             reopen: true,
-            exact_live_entries: declared.exact_live_entries,
             raw_injection: true,
-            background_reclaim: declared.background_reclaim,
-            offset_index: declared.offset_index,
             open_existing: true,
-            read_only_files: declared.read_only_files,
             files: true,
-            self_contained: declared.self_contained_directory,
             faults: true,
         }
     }
 
     /// Also holds the backend to what it declares of itself: its engine names the backend
-    /// `B::NAME` and reports `B::RECLAIM_COST` (the scheduler trusts the engine's figure).
-    fn open(&self, dir: &Path, options: EngineOptions) -> Result<B::Engine> {
-        let engine = B::open_in(&B::case_context()?, dir, options)?;
-        if engine.backend_name() != B::NAME || engine.reclaim_cost() != B::RECLAIM_COST {
+    /// `B::NAME` and reports `<B as tidemark_disk::Storage>::RECLAIM_COST` (the scheduler trusts the engine's figure).
+    fn open(&self, dir: &Path, options: EngineOptions) -> Result<DiskEngine<Chaos<B>>> {
+        let engine = DiskEngine::<Chaos<B>>::open_in(&B::case_context()?, dir, options)?;
+        if engine.backend_name() != B::NAME
+            || engine.reclaim_cost() != <B as tidemark_disk::Storage>::RECLAIM_COST
+        {
             return Err(tidemark_engine_api::Error::Internal(format!(
                 "backend {} declares reclaim cost {:?}, but its engine says {} and {:?}",
                 B::NAME,
-                B::RECLAIM_COST,
+                <B as tidemark_disk::Storage>::RECLAIM_COST,
                 engine.backend_name(),
                 engine.reclaim_cost()
             )));
@@ -80,36 +79,28 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
         Ok(engine)
     }
 
-    fn inject_raw(&self, engine: &B::Engine, key: &[u8], stored: &[u8]) -> Result<()> {
-        B::skeleton(engine).insert_raw(key, stored)
+    fn inject_raw(&self, engine: &DiskEngine<Chaos<B>>, key: &[u8], stored: &[u8]) -> Result<()> {
+        engine.insert_raw(key, stored)
     }
 
-    fn settle(&self, engine: &B::Engine) -> Result<()> {
-        B::skeleton(engine).settle()
+    fn settle(&self, engine: &DiskEngine<Chaos<B>>) -> Result<()> {
+        engine.settle()
     }
 
-    fn last_sweep(&self, engine: &B::Engine) -> Option<SweepTotals> {
-        B::skeleton(engine).last_sweep()
+    fn last_sweep(&self, engine: &DiskEngine<Chaos<B>>) -> Option<SweepTotals> {
+        engine.last_sweep()
     }
 
-    fn faults<'a>(&self, engine: &'a B::Engine) -> Option<&'a tidemark_disk::fault::Faults> {
-        Some(B::skeleton(engine).faults())
+    fn faults<'a>(&self, engine: &'a DiskEngine<Chaos<B>>) -> Option<&'a Faults> {
+        Some(engine.storage().faults())
     }
 
-    fn inject_index_row(&self, engine: &B::Engine, row: &[u8]) -> Result<()> {
-        B::skeleton(engine).insert_index_row(row)
+    fn inject_index_row(&self, engine: &DiskEngine<Chaos<B>>, row: &[u8]) -> Result<()> {
+        engine.insert_index_row(row)
     }
 
-    fn remove_index_row(&self, engine: &B::Engine, row: &[u8]) -> Result<bool> {
-        B::skeleton(engine).remove_index_row(row)
-    }
-
-    fn window_multiple(&self) -> Option<f64> {
-        Some(B::DECLARED.window_multiple)
-    }
-
-    fn window_peak_multiple(&self) -> Option<f64> {
-        Some(B::DECLARED.window_peak_multiple)
+    fn remove_index_row(&self, engine: &DiskEngine<Chaos<B>>, row: &[u8]) -> Result<bool> {
+        engine.remove_index_row(row)
     }
 
     fn reads_detect_damage_in(&self, file: &Path) -> bool {
@@ -136,7 +127,7 @@ impl<B: TestedBackend> DiskFactory<B> {
         context: &B::Context,
         dir: &Path,
         options: EngineOptions,
-    ) -> Result<B::Engine> {
+    ) -> Result<DiskEngine<B>> {
         B::open_in(context, dir, options)
     }
 

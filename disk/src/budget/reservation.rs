@@ -19,7 +19,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::FD_RESERVE;
 use crate::process::{self, FdCount, FdLimit};
-use tidemark_engine_api::error::Result;
+use tidemark_engine_api::Result;
 use tidemark_engine_api::sync;
 
 /// What admission reads of the process: the real one reads `getrlimit` and `/proc/self/fd`;

@@ -20,7 +20,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use tidemark_engine_api::error::{Error, Result};
+use tidemark_engine_api::{Error, Result};
 
 /// Name of the high-water record inside a bucket directory.
 pub const HIGH_WATER_FILE: &str = "TIDEMARK.high-water";

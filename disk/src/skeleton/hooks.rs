@@ -1,19 +1,11 @@
 //! The skeleton's test hooks (cargo feature `testing`): the storage's [`StorageHooks`] run with
-//! the skeleton's locks, checks and panic containment, and the injected-fault plan.
+//! the skeleton's locks, checks and panic containment.
 
-use tidemark_engine_api::batch::validate_key;
-use tidemark_engine_api::error::Result;
+use tidemark_engine_api::Result;
+use tidemark_engine_api::validate_key;
 
 use super::DiskEngine;
-use crate::fault::Faults;
 use crate::testing::StorageHooks;
-
-impl<S: crate::storage::Storage> DiskEngine<S> {
-    /// The engine's injected-fault plan (see [`crate::fault`]).
-    pub fn faults(&self) -> &Faults {
-        &self.faults
-    }
-}
 
 impl<S: StorageHooks> DiskEngine<S> {
     /// Stores `stored` verbatim under `key`, bypassing the codec ([`StorageHooks::insert_raw`]).

@@ -1,37 +1,12 @@
-//! [`RocksDb`]: the backend's name in the registry of disk backends ([`DiskBackend`]), and what
-//! it declares to the conformance suite.
+//! What the backend declares to the conformance suite: its
+//! [`TestedBackend`](tidemark_disk::testing::TestedBackend) (cargo feature `testing`).
 
 use std::path::Path;
 
-use tidemark_disk::{DiskBackend, DiskEngine};
-use tidemark_engine_api::{EngineOptions, Result};
+use tidemark_engine_api::Result;
 
 use crate::context::RocksDbContext;
-use crate::engine::RocksDbEngine;
 use crate::storage::RocksDbStorage;
-
-/// The RocksDB backend: one database per bucket, reclaimed by the tag-threshold compaction
-/// filter.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RocksDb;
-
-impl DiskBackend for RocksDb {
-    type Storage = RocksDbStorage;
-    type Context = RocksDbContext;
-    type Engine = RocksDbEngine;
-
-    fn open_in(
-        context: &RocksDbContext,
-        path: &Path,
-        options: EngineOptions,
-    ) -> Result<RocksDbEngine> {
-        RocksDbEngine::open_in(context, path, options)
-    }
-
-    fn skeleton(engine: &RocksDbEngine) -> &DiskEngine<RocksDbStorage> {
-        engine.skeleton()
-    }
-}
 
 /// Bytes on disk above the empty store per byte of the uncovered window that RocksDB may hold in
 /// the conformance case `bytes_on_disk_bounded_by_the_window` (every file of its database
@@ -43,11 +18,9 @@ impl DiskBackend for RocksDb {
 /// table file of the window; the rest is the manifest and the info log, which grow by a few
 /// hundred bytes per reclaim up to their caps (4 MiB, 2 × 1 MiB). 1.4: the measurement with about
 /// 30 % headroom.
-#[cfg(feature = "testing")]
 pub const ROCKSDB_WINDOW_MULTIPLE: f64 = 1.4;
 
-#[cfg(feature = "testing")]
-impl tidemark_disk::testing::TestedBackend for RocksDb {
+impl tidemark_disk::testing::TestedBackend for RocksDbStorage {
     const DECLARED: tidemark_disk::testing::Declared = tidemark_disk::testing::Declared {
         exact_live_entries: false,
         background_reclaim: true,

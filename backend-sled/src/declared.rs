@@ -1,33 +1,10 @@
-//! [`Sled`]: the backend's name in the registry of disk backends ([`DiskBackend`]), and what it
-//! declares to the conformance suite.
+//! What the backend declares to the conformance suite: its
+//! [`TestedBackend`](tidemark_disk::testing::TestedBackend) (cargo feature `testing`).
 
-use std::path::Path;
-
-use tidemark_disk::{DiskBackend, DiskEngine};
-use tidemark_engine_api::{EngineOptions, Result};
+use tidemark_engine_api::Result;
 
 use crate::context::SledContext;
-use crate::engine::SledEngine;
 use crate::storage::SledStorage;
-
-/// The sled backend: one sled database per bucket, reclaimed by the range-scan sweeper and
-/// rebuilt into a fresh database (in the background) when it has grown or is mostly garbage.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Sled;
-
-impl DiskBackend for Sled {
-    type Storage = SledStorage;
-    type Context = SledContext;
-    type Engine = SledEngine;
-
-    fn open_in(context: &SledContext, path: &Path, options: EngineOptions) -> Result<SledEngine> {
-        SledEngine::open_in(context, path, options)
-    }
-
-    fn skeleton(engine: &SledEngine) -> &DiskEngine<SledStorage> {
-        engine.skeleton()
-    }
-}
 
 /// Bytes on disk above the empty store per byte of the uncovered window that sled may hold at the
 /// end of the conformance case `bytes_on_disk_bounded_by_the_window` (sled's own `size_on_disk`),
@@ -40,7 +17,6 @@ impl DiskBackend for Sled {
 /// the last half; on an idle machine, three runs: 3.67–4.58 and 4.88–4.90. A fresh sled database
 /// is itself a few 512 KiB segments, which a 1.7 MB window cannot amortise. 6.0: the largest end
 /// figure with about 30 % headroom.
-#[cfg(feature = "testing")]
 pub const SLED_WINDOW_MULTIPLE: f64 = 6.0;
 
 /// The most over the last half of the same case. The store after each reclaim is a fresh copy of
@@ -48,11 +24,9 @@ pub const SLED_WINDOW_MULTIPLE: f64 = 6.0;
 /// busy (sled's I/O threads seal its segment buffers at other points; the rows copied are the
 /// same), so single reclaims swing above the end figure. 9.5: the largest loaded measurement
 /// (7.35) with about 30 % headroom.
-#[cfg(feature = "testing")]
 pub const SLED_WINDOW_PEAK_MULTIPLE: f64 = 9.5;
 
-#[cfg(feature = "testing")]
-impl tidemark_disk::testing::TestedBackend for Sled {
+impl tidemark_disk::testing::TestedBackend for SledStorage {
     const DECLARED: tidemark_disk::testing::Declared = tidemark_disk::testing::Declared {
         exact_live_entries: true,
         background_reclaim: false,
