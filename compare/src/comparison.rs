@@ -9,6 +9,7 @@ use tidemark::{Backend, BackendConfig};
 
 use crate::config::{CompareConfig, Selection, Variant};
 use crate::report::{self, CompareReport};
+use crate::store_dirs::{lake_dir, remove_store, run_dir};
 use crate::{Error, Result, chart, run, units};
 
 /// Buckets the comparison's contexts are sized for: one run's bucket at a time, with room for
@@ -128,8 +129,8 @@ pub fn compare(
         }
         if temp.is_some() {
             // Runs one after another need disk for one store at a time.
-            run::remove_store(&dir)?;
-            run::remove_store(&lake_dir(&dir))?;
+            remove_store(&dir)?;
+            remove_store(&lake_dir(&dir))?;
         }
         runs.push(figures);
     }
@@ -158,17 +159,6 @@ pub fn compare(
     chart::bytes_on_disk(&report, &outputs.bytes_chart)?;
     chart::write_p99(&report, &outputs.p99_chart)?;
     Ok((report, outputs))
-}
-
-/// The store directory of one run.
-fn run_dir(root: &Path, backend: Backend, variant: Variant) -> PathBuf {
-    root.join(format!("{backend}-{variant}"))
-}
-
-/// The lake table's directory of the run whose store is `run_dir` (beside it: an all-or-nothing
-/// rebuild removes the store's directory, not the lake).
-fn lake_dir(run_dir: &Path) -> PathBuf {
-    run_dir.with_extension("lake")
 }
 
 fn bar_style() -> ProgressStyle {

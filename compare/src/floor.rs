@@ -9,7 +9,7 @@ use tidemark::{Backend, BackendConfig, Engine as _, EngineOptions};
 use tidemark_test_support::stream::{RecordStream as _, SeededStream};
 
 use crate::Result;
-use crate::run::remove_store;
+use crate::store_dirs::remove_store;
 
 /// Where a run's floor is built: a directory of its own beside the run's store, so a backend
 /// whose buckets share files per parent directory (fjall) builds a fresh database too.

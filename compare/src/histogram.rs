@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::latency::Percentiles;
+use super::percentiles::Percentiles;
 
 /// Bits of the sub-buckets each power of two is split into.
 const SUB_BITS: u32 = 7;

@@ -86,7 +86,8 @@ impl ReclaimTotals {
             runs: runs.len() as u64,
             values_removed: runs.iter().map(|r| r.values_removed).sum(),
             tombstones_removed: runs.iter().map(|r| r.tombstones_removed).sum(),
-            duration_p50: super::latency::Percentiles::of(durations.iter().copied()).map(|p| p.p50),
+            duration_p50: super::percentiles::Percentiles::of(durations.iter().copied())
+                .map(|p| p.p50),
             duration_max: durations.last().map(Duration::as_secs_f64),
             duration_total: durations.iter().map(Duration::as_secs_f64).sum(),
             bytes_freed,

@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::config::{CompareConfig, LakeKind, Variant};
 use super::histogram;
-use super::latency::{Percentiles, WindowP99};
+use super::latency::WindowP99;
+use super::percentiles::Percentiles;
 use super::reclaims::{ReclaimRun, ReclaimTotals};
 use super::run::RunOutcome;
 use crate::units;

@@ -36,6 +36,7 @@ use super::histogram::Histogram;
 use super::lake::StreamLake;
 use super::latency::{Latencies, Recorder};
 use super::reclaims::{self, ReclaimRun};
+use super::store_dirs::remove_store;
 use super::tiering::{Maintenance, Tiering};
 use super::timed_lake::TimedLake;
 use super::window::WindowBytes;
@@ -546,17 +547,6 @@ impl Slot {
         fresh.recover(snapshot).await?;
         *guard = Some(fresh);
         Ok(true)
-    }
-}
-
-/// Removes a store's directory; one that was never created (the memory backend keeps none) is
-/// already gone.
-pub fn remove_store(dir: &std::path::Path) -> Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(Error::io("cannot remove the store", dir, e))
-        }
-        _ => Ok(()),
     }
 }
 

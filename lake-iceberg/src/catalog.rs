@@ -303,16 +303,3 @@ impl Catalog for DirectoryCatalog {
         self.commit(&current, metadata).await.map_err(to_iceberg)
     }
 }
-
-/// Where the local-filesystem file IO keeps `location` (a path or a `file:` URL).
-pub(crate) fn local_path(location: &str) -> PathBuf {
-    let path = location
-        .strip_prefix("file://")
-        .or_else(|| location.strip_prefix("file:"))
-        .unwrap_or(location);
-    if path.starts_with('/') {
-        PathBuf::from(path)
-    } else {
-        PathBuf::from(format!("/{path}"))
-    }
-}

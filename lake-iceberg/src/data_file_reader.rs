@@ -402,11 +402,10 @@ mod tests {
 
     #[tokio::test]
     async fn indexes_beyond_the_capacity_evict_others_and_are_read_again() {
-        use tidemark_engine_api::batch::Record;
+        use tidemark_engine_api::Record;
 
-        let dir = tempfile::tempdir().unwrap();
-        let lake = crate::lake::IcebergLake::open(dir.path()).await.unwrap();
-        let writer = lake.tiering_writer().await.unwrap();
+        let (_dir, lake, writer) =
+            crate::testing::new_lake(crate::data_files::FileLayout::Indexed).await;
         for commit in 0..3u64 {
             let records =
                 (0..1_000).map(|i| Record::put(format!("k-{i:04}"), "v", commit * 1_000 + i));

@@ -8,8 +8,8 @@ use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, ManifestFile, ManifestList, Snapshot, TableMetadata};
 use tidemark_bucket::Result;
 
-use crate::catalog::local_path;
 use crate::error::lake_error;
+use crate::location::local_path;
 
 /// Syncs the file at `location` and its directory.
 pub(crate) fn sync_file(location: &str) -> Result<()> {

@@ -248,7 +248,7 @@ pub(crate) async fn versions(
 
 #[cfg(test)]
 mod tests {
-    use tidemark_engine_api::batch::Record;
+    use tidemark_engine_api::Record;
 
     use tidemark_bucket::{LakeLookuper, LakeSnapshot};
 
@@ -268,11 +268,10 @@ mod tests {
     }
 
     /// One commit of 5,000 keys each for buckets 1 and 2: one data file of three row groups,
-    /// bucket 1's rows first. Returns the lake (whose directory must outlive it) and the file's
-    /// index.
-    async fn one_file(dir: &std::path::Path) -> (IcebergLake, Arc<FileIndex>) {
-        let lake = IcebergLake::open(dir).await.unwrap();
-        let writer = lake.tiering_writer().await.unwrap();
+    /// bucket 1's rows first. Returns the lake's directory (which must outlive it), the lake and
+    /// the file's index.
+    async fn one_file() -> (tempfile::TempDir, IcebergLake, Arc<FileIndex>) {
+        let (dir, lake, writer) = crate::testing::new_lake(FileLayout::Indexed).await;
         let records = (0..KEYS).map(|i| Record::put(key(i), "v", i));
         writer.append(1, records).await.unwrap();
         let records = (0..KEYS).map(|i| Record::put(key_of_2(i), "v", i));
@@ -283,7 +282,7 @@ mod tests {
         let (_, index) = files.remove(0);
         assert_eq!(index.footer.metadata().num_row_groups(), 3);
         assert!(index.key_filters.iter().all(Option::is_some));
-        (lake, index)
+        (dir, lake, index)
     }
 
     fn plan(index: &FileIndex, wanted: &WantedKeys) -> (Vec<usize>, Vec<RowSelector>) {
@@ -296,8 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_reads_one_page_of_the_row_groups_of_its_bucket() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_lake, index) = one_file(dir.path()).await;
+        let (_dir, _lake, index) = one_file().await;
         let (groups, runs) = plan(&index, &WantedKeys::new(1, &[key(100)]));
         assert_eq!(groups, vec![0]);
         assert_eq!(rows_read(&runs), PAGE_ROWS);
@@ -319,8 +317,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_reads_the_pages_of_its_keys_not_its_key_range() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_lake, index) = one_file(dir.path()).await;
+        let (_dir, _lake, index) = one_file().await;
         // Ten keys spread over bucket 1: ten pages, in both of its row groups.
         let spread: Vec<Vec<u8>> = (0..10).map(|i| key(i * 490)).collect();
         let (groups, runs) = plan(&index, &WantedKeys::new(1, &spread));
@@ -330,8 +327,7 @@ mod tests {
 
     #[tokio::test]
     async fn keys_within_the_bounds_but_not_in_the_file_are_skipped_by_the_bloom_filter() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_lake, index) = one_file(dir.path()).await;
+        let (_dir, _lake, index) = one_file().await;
         // 200 absent keys between present ones: every one lies within a page's bounds, and
         // the filters (1 % false positives) admit a few at most.
         let absent: Vec<Vec<u8>> = (0..200)
@@ -349,8 +345,7 @@ mod tests {
     /// answered even when the file can no longer be read, and a key it may hold is an error.
     #[tokio::test]
     async fn a_key_the_index_rules_out_does_not_open_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let (lake, _index) = one_file(dir.path()).await;
+        let (dir, lake, _index) = one_file().await;
         let lookuper = lake.lookuper(1);
         lookuper
             .refresh(lake.latest(1).await.unwrap())
@@ -415,11 +410,7 @@ mod tests {
         use std::collections::BTreeMap;
 
         type Versions = BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
-        let dir = tempfile::tempdir().unwrap();
-        let lake = IcebergLake::open_with_layout(dir.path(), layout)
-            .await
-            .unwrap();
-        let writer = lake.tiering_writer().await.unwrap();
+        let (_dir, lake, writer) = crate::testing::new_lake(layout).await;
         let mut models = [Versions::new(), Versions::new(), Versions::new()];
         let mut ends = [0u64; 3];
         let mut snapshots: Vec<Vec<LakeSnapshot>> = vec![Vec::new(); 3];
@@ -536,12 +527,11 @@ mod tests {
     async fn damaged_filters_are_ignored_and_damaged_footers_are_errors() {
         use std::io::{Seek, SeekFrom, Write};
 
-        let dir = tempfile::tempdir().unwrap();
-        let (lake, index) = one_file(dir.path()).await;
+        let (dir, lake, index) = one_file().await;
         let snapshot = lake.latest(1).await.unwrap();
         let table = lake.table().await.unwrap();
         let task = crate::testing::planned_files(&table, None).await.remove(0);
-        let path = task.data_file_path.trim_start_matches("file://").to_owned();
+        let path = crate::location::local_path(&task.data_file_path);
         let chunk = index
             .footer
             .metadata()

@@ -11,10 +11,8 @@ use crate::catalog::DirectoryCatalog;
 use crate::data_file_reader::FileIndexes;
 use crate::data_files::FileLayout;
 use crate::error::lake_error;
-use crate::lookuper::IcebergLookuper;
 use crate::rows;
 use crate::snapshots;
-use crate::writer::TieringWriter;
 
 /// The table's name in its own catalog and in its first metadata.
 const TABLE_NAME: &str = "lake";
@@ -71,6 +69,9 @@ struct Inner {
     layout: FileLayout,
 }
 
+// The lookuper, the tiering writer and the maintenance each add their entry points to the
+// handle in their own module (`lookuper`, `writer`, `maintenance`): they build on it, and it
+// needs none of them.
 impl IcebergLake {
     /// Opens the table at `dir`, creating the directory and an empty table when there is none.
     pub async fn open(dir: impl AsRef<Path>) -> Result<IcebergLake> {
@@ -138,16 +139,6 @@ impl IcebergLake {
             .iter()
             .map(|s| snapshots::for_bucket(s, bucket))
             .collect()
-    }
-
-    /// A lookuper for `bucket`'s keys, serving the empty lake until refreshed.
-    pub fn lookuper(&self, bucket: u64) -> IcebergLookuper {
-        IcebergLookuper::new(self.clone(), bucket)
-    }
-
-    /// The tiering writer, which knows every bucket's committed end from the table.
-    pub async fn tiering_writer(&self) -> Result<TieringWriter> {
-        TieringWriter::open(self.clone()).await
     }
 
     pub(crate) fn catalog(&self) -> &DirectoryCatalog {

@@ -24,6 +24,7 @@ mod durable;
 mod error;
 mod key_reads;
 mod lake;
+mod location;
 mod lookuper;
 mod maintenance;
 mod offsets;

@@ -72,16 +72,19 @@ struct AtomicCounters {
     refreshes: AtomicU64,
 }
 
-impl IcebergLookuper {
-    pub(crate) fn new(lake: IcebergLake, bucket: u64) -> Self {
+impl IcebergLake {
+    /// A lookuper for `bucket`'s keys, serving the empty lake until refreshed.
+    pub fn lookuper(&self, bucket: u64) -> IcebergLookuper {
         IcebergLookuper {
-            lake,
+            lake: self.clone(),
             bucket,
             served: RwLock::new(Served::default()),
             counters: AtomicCounters::default(),
         }
     }
+}
 
+impl IcebergLookuper {
     /// The bucket whose keys this lookuper reads.
     pub fn bucket(&self) -> u64 {
         self.bucket
@@ -318,17 +321,16 @@ impl LakeLookuper for IcebergLookuper {
 
 #[cfg(test)]
 mod tests {
-    use tidemark_engine_api::batch::Record;
+    use tidemark_engine_api::Record;
 
     use super::*;
+    use crate::data_files::FileLayout;
 
     /// Files whose key range cannot hold a key are not read: a lookup plans only the files of
     /// the commits that wrote keys in its range.
     #[tokio::test]
     async fn a_lookup_reads_only_the_files_whose_key_bounds_may_hold_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = IcebergLake::open(dir.path()).await.unwrap();
-        let writer = lake.tiering_writer().await.unwrap();
+        let (_dir, lake, writer) = crate::testing::new_lake(FileLayout::Indexed).await;
         let mut offset = 0;
         for prefix in ["a", "m", "x"] {
             let records: Vec<Record> = (0..50)

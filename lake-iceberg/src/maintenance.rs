@@ -14,11 +14,11 @@ use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use tidemark_bucket::{Error, Result};
 
-use crate::catalog::local_path;
 use crate::data_files;
 use crate::durable;
 use crate::error::lake_error;
 use crate::lake::IcebergLake;
+use crate::location::local_path;
 use crate::offsets::OFFSETS_PROPERTY;
 use crate::rows::{self, Newest, Row};
 use crate::snapshots;
@@ -372,7 +372,7 @@ fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use tidemark_bucket::{LakeLookuper, LakeSnapshot};
-    use tidemark_engine_api::batch::Record;
+    use tidemark_engine_api::Record;
 
     use super::*;
 
@@ -380,9 +380,7 @@ mod tests {
     /// deletes win over the rewritten versions, and the compaction's snapshot has their ends.
     #[tokio::test]
     async fn commits_during_a_compaction_are_kept_by_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = IcebergLake::open(dir.path()).await.unwrap();
-        let writer = lake.tiering_writer().await.unwrap();
+        let (_dir, lake, writer) = crate::testing::new_lake(data_files::FileLayout::Indexed).await;
         writer
             .append(
                 1,

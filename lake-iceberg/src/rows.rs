@@ -9,7 +9,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, BooleanArray, Int64Array, LargeBinaryArray, RecordBatch};
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use tidemark_bucket::{Error, Result};
-use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::Record;
 
 use crate::error::lake_error;
 

@@ -8,7 +8,22 @@ use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
 use crate::data_file_reader::{self, FileIndex};
+use crate::data_files::FileLayout;
 use crate::lake::IcebergLake;
+use crate::writer::TieringWriter;
+
+/// A new lake writing data files in `layout`, in a temporary directory (which must outlive it),
+/// and its tiering writer.
+pub(crate) async fn new_lake(
+    layout: FileLayout,
+) -> (tempfile::TempDir, IcebergLake, TieringWriter) {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = IcebergLake::open_with_layout(dir.path(), layout)
+        .await
+        .unwrap();
+    let writer = lake.tiering_writer().await.unwrap();
+    (dir, lake, writer)
+}
 
 /// The data files Iceberg plans for a scan of the current snapshot with `filter` (all of them
 /// without one).

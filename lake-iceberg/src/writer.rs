@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use tidemark_bucket::{Error, LakeSnapshot, Result};
-use tidemark_engine_api::batch::Record;
+use tidemark_engine_api::Record;
 
 use crate::data_files;
 use crate::error::lake_error;
@@ -68,12 +68,13 @@ impl LakeCommit {
     }
 }
 
-impl TieringWriter {
-    pub(crate) async fn open(lake: IcebergLake) -> Result<TieringWriter> {
-        let table = lake.table().await?;
+impl IcebergLake {
+    /// The tiering writer, which knows every bucket's committed end from the table.
+    pub async fn tiering_writer(&self) -> Result<TieringWriter> {
+        let table = self.table().await?;
         let committed = snapshots::current_ends(table.metadata())?;
         Ok(TieringWriter {
-            lake,
+            lake: self.clone(),
             state: tokio::sync::Mutex::new(State {
                 committed,
                 pending: BTreeMap::new(),
@@ -81,7 +82,9 @@ impl TieringWriter {
             commits: tokio::sync::Mutex::new(()),
         })
     }
+}
 
+impl TieringWriter {
     /// `bucket`'s exclusive end offset in the table: every record below it is committed.
     pub async fn committed_end(&self, bucket: u64) -> u64 {
         self.state.lock().await.committed.get(bucket)

@@ -1,9 +1,10 @@
 //! The Iceberg lake on its own: tiering, lookups at snapshots, restart, failed commits, damaged
 //! files, expiry and compaction.
+#![allow(clippy::unwrap_used)] // test code
 
 use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot};
-use tidemark_engine_api::batch::Record;
-use tidemark_lake_iceberg::{IcebergLake, OFFSETS_PROPERTY};
+use tidemark_engine_api::Record;
+use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, OFFSETS_PROPERTY, TieringWriter};
 
 fn put(key: &str, offset: u64) -> Record {
     Record::put(key, format!("{key}@{offset}"), offset)
@@ -17,12 +18,41 @@ fn keys(names: &[&str]) -> Vec<Vec<u8>> {
     names.iter().map(|k| k.as_bytes().to_vec()).collect()
 }
 
-#[tokio::test]
-async fn commits_are_snapshots_ordered_by_sequence_with_each_buckets_end() {
+/// A new lake in a temporary directory (which must outlive it), and its tiering writer.
+async fn new_lake() -> (tempfile::TempDir, IcebergLake, TieringWriter) {
     let dir = tempfile::tempdir().unwrap();
     let lake = IcebergLake::open(dir.path()).await.unwrap();
-    assert_eq!(lake.latest(1).await.unwrap(), LakeSnapshot::default());
     let writer = lake.tiering_writer().await.unwrap();
+    (dir, lake, writer)
+}
+
+/// Appends `records` to `bucket` and commits them below `end`: the snapshot as the bucket sees
+/// it.
+async fn tier(
+    writer: &TieringWriter,
+    bucket: u64,
+    records: impl IntoIterator<Item = Record>,
+    end: u64,
+) -> LakeSnapshot {
+    writer.append(bucket, records).await.unwrap();
+    writer
+        .commit(&[(bucket, end)])
+        .await
+        .unwrap()
+        .snapshot(bucket)
+}
+
+/// A lookuper of `bucket` refreshed to `snapshot`.
+async fn serving(lake: &IcebergLake, bucket: u64, snapshot: LakeSnapshot) -> IcebergLookuper {
+    let lookuper = lake.lookuper(bucket);
+    lookuper.refresh(snapshot).await.unwrap();
+    lookuper
+}
+
+#[tokio::test]
+async fn commits_are_snapshots_ordered_by_sequence_with_each_buckets_end() {
+    let (_dir, lake, writer) = new_lake().await;
+    assert_eq!(lake.latest(1).await.unwrap(), LakeSnapshot::default());
     writer
         .append(
             1,
@@ -67,21 +97,16 @@ async fn commits_are_snapshots_ordered_by_sequence_with_each_buckets_end() {
     assert_eq!(one.lookup(b"b").await.unwrap(), value("b", 1));
 
     // Buckets do not see each other's keys.
-    let two = lake.lookuper(2);
-    two.refresh(second.snapshot(2)).await.unwrap();
+    let two = serving(&lake, 2, second.snapshot(2)).await;
     assert_eq!(two.lookup(b"a").await.unwrap(), value("a", 0));
     assert_eq!(two.lookup(b"b").await.unwrap(), None);
 }
 
 #[tokio::test]
 async fn refreshes_to_unknown_or_mismatched_snapshots_are_refused_and_keep_what_is_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
-    writer.append(1, [put("a", 0)]).await.unwrap();
-    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
-    let lookuper = lake.lookuper(1);
-    lookuper.refresh(s1).await.unwrap();
+    let (_dir, lake, writer) = new_lake().await;
+    let s1 = tier(&writer, 1, [put("a", 0)], 1).await;
+    let lookuper = serving(&lake, 1, s1).await;
     for bad in [
         LakeSnapshot::new(5, 1),
         LakeSnapshot::new(1, 2),
@@ -98,9 +123,7 @@ async fn refreshes_to_unknown_or_mismatched_snapshots_are_refused_and_keep_what_
 
 #[tokio::test]
 async fn invalid_appends_and_commits_are_refused_and_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
+    let (_dir, lake, writer) = new_lake().await;
     writer.append(1, [put("a", 5)]).await.unwrap();
     assert!(matches!(
         writer.append(1, [put("a", 4)]).await,
@@ -129,14 +152,10 @@ async fn invalid_appends_and_commits_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn a_reopened_table_keeps_every_commit_and_the_writer_resumes_from_its_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let lake = IcebergLake::open(dir.path()).await.unwrap();
-        let writer = lake.tiering_writer().await.unwrap();
-        writer.append(3, [put("a", 0), put("a", 1)]).await.unwrap();
-        writer.commit(&[(3, 1)]).await.unwrap();
-        writer.commit(&[(3, 2)]).await.unwrap();
-    }
+    let (dir, lake, writer) = new_lake().await;
+    tier(&writer, 3, [put("a", 0), put("a", 1)], 1).await;
+    writer.commit(&[(3, 2)]).await.unwrap();
+    drop((writer, lake));
     let lake = IcebergLake::open(dir.path()).await.unwrap();
     assert_eq!(lake.latest(3).await.unwrap(), LakeSnapshot::new(2, 2));
     let writer = lake.tiering_writer().await.unwrap();
@@ -148,8 +167,7 @@ async fn a_reopened_table_keeps_every_commit_and_the_writer_resumes_from_its_end
         .unwrap();
     let commit = writer.commit(&[(3, 3)]).await.unwrap();
     assert_eq!(commit.rows(), 1);
-    let lookuper = lake.lookuper(3);
-    lookuper.refresh(commit.snapshot(3)).await.unwrap();
+    let lookuper = serving(&lake, 3, commit.snapshot(3)).await;
     assert_eq!(
         lookuper.lookup_many(&keys(&["a", "b"])).await.unwrap(),
         vec![value("a", 1), value("b", 2)]
@@ -158,11 +176,8 @@ async fn a_reopened_table_keeps_every_commit_and_the_writer_resumes_from_its_end
 
 #[tokio::test]
 async fn a_failed_commit_changes_nothing_and_its_records_commit_on_the_retry() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
-    writer.append(1, [put("a", 0)]).await.unwrap();
-    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    let (dir, lake, writer) = new_lake().await;
+    let s1 = tier(&writer, 1, [put("a", 0)], 1).await;
     writer.append(1, [put("a", 1), put("b", 2)]).await.unwrap();
 
     // The data directory is replaced by a file: writing the commit's data file fails.
@@ -181,8 +196,7 @@ async fn a_failed_commit_changes_nothing_and_its_records_commit_on_the_retry() {
     assert_eq!(reopened.latest(1).await.unwrap(), s1);
     let s2 = writer.commit(&[(1, 3)]).await.unwrap().snapshot(1);
     assert_eq!(s2, LakeSnapshot::new(2, 3));
-    let lookuper = lake.lookuper(1);
-    lookuper.refresh(s2).await.unwrap();
+    let lookuper = serving(&lake, 1, s2).await;
     assert_eq!(
         lookuper.lookup_many(&keys(&["a", "b"])).await.unwrap(),
         vec![value("a", 1), value("b", 2)]
@@ -191,11 +205,8 @@ async fn a_failed_commit_changes_nothing_and_its_records_commit_on_the_retry() {
 
 #[tokio::test]
 async fn metadata_written_without_its_pointer_is_not_a_commit_and_a_damaged_pointer_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
-    writer.append(1, [put("a", 0)]).await.unwrap();
-    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    let (dir, lake, writer) = new_lake().await;
+    let s1 = tier(&writer, 1, [put("a", 0)], 1).await;
     drop((writer, lake));
 
     // A commit that crashed after writing its metadata file (here: half of one).
@@ -223,28 +234,18 @@ async fn metadata_written_without_its_pointer_is_not_a_commit_and_a_damaged_poin
 
 #[tokio::test]
 async fn expired_snapshots_are_refused_and_a_reader_of_one_moves_forward_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
-    writer
-        .append(
-            1,
-            [
-                put("a", 0),
-                put("b", 1),
-                Record::delete("b", 2),
-                put("a", 3),
-            ],
-        )
-        .await
-        .unwrap();
-    let s1 = writer.commit(&[(1, 2)]).await.unwrap().snapshot(1);
+    let (dir, lake, writer) = new_lake().await;
+    let records = [
+        put("a", 0),
+        put("b", 1),
+        Record::delete("b", 2),
+        put("a", 3),
+    ];
+    let s1 = tier(&writer, 1, records, 2).await;
     let s2 = writer.commit(&[(1, 4)]).await.unwrap().snapshot(1);
-    let old = lake.lookuper(1);
-    old.refresh(s1).await.unwrap();
+    let old = serving(&lake, 1, s1).await;
     assert_eq!(old.lookup(b"b").await.unwrap(), value("b", 1));
-    let reader = lake.lookuper(1);
-    reader.refresh(s2).await.unwrap();
+    let reader = serving(&lake, 1, s2).await;
 
     // Compaction: one file with each key's newest version, a snapshot at the same end.
     let s3 = lake.compact().await.unwrap().unwrap();
@@ -295,21 +296,15 @@ async fn expired_snapshots_are_refused_and_a_reader_of_one_moves_forward_once() 
 
 #[tokio::test]
 async fn a_reader_moves_only_to_a_newer_snapshot_at_its_own_end() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
-    writer.append(1, [put("a", 0), put("a", 1)]).await.unwrap();
-    let s1 = writer.commit(&[(1, 1)]).await.unwrap().snapshot(1);
+    let (_dir, lake, writer) = new_lake().await;
+    let s1 = tier(&writer, 1, [put("a", 0), put("a", 1)], 1).await;
     let s2 = writer.commit(&[(1, 2)]).await.unwrap().snapshot(1);
-    let reader = lake.lookuper(1);
-    reader.refresh(s2).await.unwrap();
-    let old = lake.lookuper(1);
-    old.refresh(s1).await.unwrap();
+    let reader = serving(&lake, 1, s2).await;
+    let old = serving(&lake, 1, s1).await;
     // A compaction at the same end and a later commit: after expiry of everything older than
     // the compaction, the reader of s2 moves to the compaction (same end), not to the newest.
     let compacted = lake.compact().await.unwrap().unwrap();
-    writer.append(1, [put("a", 2)]).await.unwrap();
-    writer.commit(&[(1, 3)]).await.unwrap();
+    tier(&writer, 1, [put("a", 2)], 3).await;
     lake.expire_snapshots(2).await.unwrap();
     assert_eq!(reader.lookup(b"a").await.unwrap(), value("a", 1));
     assert_eq!(reader.served(), LakeSnapshot::new(compacted, 2));
@@ -324,9 +319,7 @@ async fn a_reader_moves_only_to_a_newer_snapshot_at_its_own_end() {
 
 #[tokio::test]
 async fn lookup_many_answers_as_single_lookups_across_many_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
+    let (_dir, lake, writer) = new_lake().await;
     let mut offset = 0;
     let mut ends = Vec::new();
     // Ten commits, each rewriting and deleting some of 200 keys: ten data files.
@@ -344,8 +337,7 @@ async fn lookup_many_answers_as_single_lookups_across_many_files() {
             });
             offset += 1;
         }
-        writer.append(4, records).await.unwrap();
-        ends.push(writer.commit(&[(4, offset)]).await.unwrap().snapshot(4));
+        ends.push(tier(&writer, 4, records, offset).await);
     }
     let all: Vec<Vec<u8>> = (0..210u64)
         .map(|k| format!("key-{k:04}").into_bytes())
@@ -368,11 +360,8 @@ async fn lookup_many_answers_as_single_lookups_across_many_files() {
 
 #[tokio::test]
 async fn the_table_is_plain_iceberg_with_the_offsets_in_each_snapshot_summary() {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
-    writer.append(6, [put("a", 0)]).await.unwrap();
-    writer.commit(&[(6, 1)]).await.unwrap();
+    let (dir, _lake, writer) = new_lake().await;
+    tier(&writer, 6, [put("a", 0)], 1).await;
     let pointer = std::fs::read_to_string(dir.path().join("metadata/tidemark-current")).unwrap();
     let metadata: serde_json::Value =
         serde_json::from_slice(&std::fs::read(pointer.trim()).unwrap()).unwrap();
@@ -390,9 +379,7 @@ async fn the_table_is_plain_iceberg_with_the_offsets_in_each_snapshot_summary() 
 async fn long_keys_at_a_files_edge_answer_the_model() {
     use std::collections::BTreeMap;
 
-    let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
-    let writer = lake.tiering_writer().await.unwrap();
+    let (_dir, lake, writer) = new_lake().await;
     let long = |i: u64| format!("z{i:03}{}", "-long".repeat(20)).into_bytes();
     let short = |i: u64| format!("k-{i:05}").into_bytes();
     let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
@@ -408,8 +395,7 @@ async fn long_keys_at_a_files_edge_answer_the_model() {
         model.insert(long(i), Some(format!("l{offset}").into_bytes()));
         offset += 1;
     }
-    writer.append(1, records).await.unwrap();
-    writer.commit(&[(1, offset)]).await.unwrap();
+    tier(&writer, 1, records, offset).await;
     let mut records = Vec::new();
     for i in (0..100).step_by(3) {
         if i % 2 == 0 {
@@ -421,8 +407,7 @@ async fn long_keys_at_a_files_edge_answer_the_model() {
         }
         offset += 1;
     }
-    writer.append(1, records).await.unwrap();
-    let tiered = writer.commit(&[(1, offset)]).await.unwrap().snapshot(1);
+    let tiered = tier(&writer, 1, records, offset).await;
     let compacted = LakeSnapshot::new(lake.compact().await.unwrap().unwrap(), offset);
 
     let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
