@@ -12,12 +12,13 @@ source scripts/ensure-deps.sh
 # RUST_BACKTRACE=1 alone every lake lookup of `--lake iceberg` would pay for that.
 export RUST_LIB_BACKTRACE="${RUST_LIB_BACKTRACE:-0}"
 # The dev profile builds dependencies optimised and shares the RocksDB build with the tests.
-features=()
+# `compare` is in the binary only with its cargo feature `compare` (the operator's build has none).
+features=compare
 previous=""
 for arg in "$@"; do
     if [[ "$arg" == "--lake=iceberg" || ( "$previous" == "--lake" && "$arg" == "iceberg" ) ]]; then
-        features=(--features iceberg)
+        features=compare,iceberg
     fi
     previous="$arg"
 done
-cargo run -p tidemark-cli "${features[@]}" -- compare "$@"
+cargo run -p tidemark-cli --features "$features" -- compare "$@"

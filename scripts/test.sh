@@ -14,8 +14,10 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 # The workspace build above has the test hooks on (the conformance crate enables the `testing`
 # features); what users build has them off, which changes code (the fault plans are empty types).
-echo "== cargo clippy of the library and binary users build (test hooks off)"
+# The operator's binary has no `compare`; the one `compare.sh` runs has it.
+echo "== cargo clippy of the library and binaries users build (test hooks off)"
 cargo clippy -p tidemark -p tidemark-compare -p tidemark-cli --lib --bins -- -D warnings
+cargo clippy -p tidemark-cli --bins --features compare -- -D warnings
 
 echo "== cargo doc (broken or private links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
@@ -33,6 +35,8 @@ if [[ $status -ne 0 ]]; then
     exit "$status"
 fi
 
+# --all-features: every backend and the Iceberg lake, and the binary with `compare`, so the
+# command-line tests of `tidemark compare` run too.
 echo "== cargo test"
 set +e
 cargo test --workspace --all-features 2>&1 | tee "$log"

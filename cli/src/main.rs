@@ -1,8 +1,9 @@
-//! `tidemark` command-line tool: `compare`, which runs the backends side by side against the two
-//! designs Tidemark replaces, and the commands an operator uses on a bucket store: `stats`,
-//! `reclaim` and `verify`. None of the operator's commands creates a store: a path that holds
-//! none is an error. Exit status: 0 success (and, for `verify`, a clean store), 1 `verify` found
-//! damage or `compare` a wrong answer, 2 an error (printed on stderr).
+//! `tidemark` command-line tool: the commands an operator uses on a bucket store (`stats`,
+//! `reclaim` and `verify`) and `backends`; with cargo feature `compare`, also `compare`, which runs
+//! the backends side by side against the two designs Tidemark replaces (the benchmark harness,
+//! kept out of the operator's build). None of the operator's commands creates a store: a path
+//! that holds none is an error. Exit status: 0 success (and, for `verify`, a clean store), 1
+//! `verify` found damage or `compare` a wrong answer, 2 an error (printed on stderr).
 
 use std::process::ExitCode;
 
@@ -15,6 +16,7 @@ mod verify;
 use clap::{Parser, Subcommand};
 use store::StoreArgs;
 use tidemark::Backend;
+#[cfg(feature = "compare")]
 use tidemark_compare::CompareArgs;
 
 /// Exit status when `verify` found damage, or `compare` a lookup that answered wrongly.
@@ -26,10 +28,23 @@ const FAILED: u8 = 2;
 #[command(
     name = "tidemark",
     version,
-    about = "Incremental, lake-driven reclamation of local bucket state",
-    after_help = "Exit status: 0 success (verify: clean), 1 verify found damage or compare a \
-                  wrong answer, 2 error. \
-                  Logs go to stderr, filtered by RUST_LOG (default: warn)."
+    about = "Incremental, lake-driven reclamation of local bucket state"
+)]
+#[cfg_attr(
+    feature = "compare",
+    command(
+        after_help = "Exit status: 0 success (verify: clean), 1 verify found damage or \
+                          compare a wrong answer, 2 error. \
+                          Logs go to stderr, filtered by RUST_LOG (default: warn)."
+    )
+)]
+#[cfg_attr(
+    not(feature = "compare"),
+    command(
+        after_help = "Exit status: 0 success (verify: clean), 1 verify found damage, \
+                          2 error. \
+                          Logs go to stderr, filtered by RUST_LOG (default: warn)."
+    )
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,7 +57,16 @@ enum Command {
     /// the two designs it replaces (no cleanup; all-or-nothing rebuild), and compare what each
     /// costs: throughput, latencies, bytes on disk, reclaims. Writes two SVG charts and a JSON
     /// report into --out.
+    #[cfg(feature = "compare")]
     Compare(CompareArgs),
+    /// `compare` in a build without it: refused with how to get it, not as an unknown command.
+    #[cfg(not(feature = "compare"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Compare {
+        /// Whatever was passed, unread.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
     /// List the backends compiled into this build.
     Backends,
     /// Print a store's statistics. Opens it read-only: creates and changes nothing.
@@ -120,17 +144,27 @@ fn report_contained_panics() {
 enum Failure {
     #[error(transparent)]
     Store(#[from] tidemark::Error),
+    #[cfg(feature = "compare")]
     #[error(transparent)]
     Compare(#[from] tidemark_compare::Error),
+    #[cfg(not(feature = "compare"))]
+    #[error(
+        "this build has no `compare`: the benchmark harness is built only with the cargo feature \
+         `compare` (`./scripts/compare.sh` builds and runs it)"
+    )]
+    NoCompare,
 }
 
 fn run(command: Command) -> Result<ExitCode, Failure> {
     match command {
+        #[cfg(feature = "compare")]
         Command::Compare(args) => {
             if !compare_backends(&args)? {
                 return Ok(ExitCode::from(DAMAGE_FOUND));
             }
         }
+        #[cfg(not(feature = "compare"))]
+        Command::Compare { .. } => return Err(Failure::NoCompare),
         Command::Backends => {
             for b in Backend::ALL {
                 let state = if b.is_compiled() {
@@ -157,6 +191,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 }
 
 /// Runs `compare` and prints its tables; `false` when a lookup answered wrongly.
+#[cfg(feature = "compare")]
 fn compare_backends(args: &CompareArgs) -> tidemark_compare::Result<bool> {
     let comparison = tidemark_compare::run(args)?;
     print!("{}", comparison.render());

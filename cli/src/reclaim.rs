@@ -6,7 +6,7 @@ use tidemark::{Engine, OpenMode, ReclaimReport, Result, WatermarkUpdate};
 
 use crate::output::{Fields, emit};
 use crate::store::{Store, StoreArgs, StoreJson};
-use tidemark_compare::units;
+use tidemark::units;
 
 /// The JSON document of `reclaim --json` (schema `tidemark.reclaim/1`, docs/CLI.md).
 #[derive(Debug, Serialize)]

@@ -5,7 +5,7 @@ use tidemark::{CounterSnapshot, Engine, EngineStats, OpenMode, Result};
 
 use crate::output::{Fields, emit};
 use crate::store::{Store, StoreArgs, StoreJson};
-use tidemark_compare::units;
+use tidemark::units;
 
 /// The JSON document of `stats --json` (schema `tidemark.stats/1`, docs/CLI.md).
 #[derive(Debug, Serialize)]

@@ -26,8 +26,9 @@
 //! # Ok::<(), tidemark_compare::Error>(())
 //! ```
 //!
-//! Cargo features `sled`, `redb` and `rocksdb` (all on by default) choose the backends compiled
-//! in, as in the `tidemark` facade.
+//! The backends compiled in are the `tidemark` facade's (its cargo features; this crate's default
+//! features turn on the facade's). Byte counts and durations read as in the rest of the tool
+//! ([`tidemark::units`]).
 
 mod args;
 mod chart;
@@ -38,13 +39,17 @@ mod floor;
 mod histogram;
 mod lake;
 mod latency;
+mod percentiles;
 mod reclaims;
 mod report;
 mod run;
+mod store_dirs;
 mod tiering;
 mod timed_lake;
-pub mod units;
 mod window;
+
+// Where the crate's modules find `units`: the tool's one formatting of bytes and durations.
+use tidemark::units;
 
 pub use args::CompareArgs;
 pub use comparison::{Outputs, compare};

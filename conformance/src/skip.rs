@@ -9,11 +9,11 @@ use crate::factory::{Capabilities, EngineFactory};
 pub enum Need {
     /// The backend persists and can be reopened ([`Capabilities::reopen`]).
     Reopen,
-    /// `stats().live_entries` is exact ([`Capabilities::exact_live_entries`]).
+    /// `stats().live_entries` is exact (the declared `exact_live_entries`).
     ExactLiveEntries,
     /// Arbitrary bytes can be stored ([`Capabilities::raw_injection`]).
     RawInjection,
-    /// Reclaim sweeps an offset index ([`Capabilities::offset_index`]).
+    /// Reclaim sweeps an offset index (the declared `offset_index`).
     OffsetIndex,
     /// Opens follow the open mode ([`Capabilities::open_existing`]).
     OpenExisting,
@@ -21,8 +21,8 @@ pub enum Need {
     Files,
     /// Storage faults can be injected ([`Capabilities::faults`]).
     Faults,
-    /// A copy of the store's directory is a copy of the store
-    /// ([`Capabilities::self_contained`]).
+    /// A copy of the store's directory is a copy of the store (the declared
+    /// `self_contained_directory`).
     SelfContained,
 }
 
@@ -31,13 +31,13 @@ impl Need {
     pub fn met_by(self, caps: Capabilities) -> bool {
         match self {
             Need::Reopen => caps.reopen,
-            Need::ExactLiveEntries => caps.exact_live_entries,
+            Need::ExactLiveEntries => caps.declared.exact_live_entries,
             Need::RawInjection => caps.raw_injection,
-            Need::OffsetIndex => caps.offset_index,
+            Need::OffsetIndex => caps.declared.offset_index,
             Need::OpenExisting => caps.open_existing,
             Need::Files => caps.files,
             Need::Faults => caps.faults,
-            Need::SelfContained => caps.self_contained,
+            Need::SelfContained => caps.declared.self_contained_directory,
         }
     }
 

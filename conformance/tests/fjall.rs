@@ -1,11 +1,4 @@
-//! fjall conformance: the whole suite and the bucket scenarios on the fjall backend.
+//! The whole suite and the bucket scenarios on one disk backend, the one this file is named after
+//! (empty in a build without it).
 
-mod fjall {
-    tidemark_conformance::engine_cases!(tidemark_conformance::factories::FjallFactory::new());
-    tidemark_conformance::scale_case!(tidemark_conformance::factories::FjallFactory::new());
-    tidemark_conformance::headroom_case!(tidemark_conformance::factories::FjallFactory::new());
-    tidemark_conformance::crash_case!(tidemark_conformance::factories::FjallFactory::new());
-    mod bucket {
-        tidemark_conformance::bucket_cases!(tidemark_conformance::factories::FjallFactory::new());
-    }
-}
+tidemark::fjall! { tidemark_conformance::disk_suite!(fjall: tidemark::fjall::FjallStorage); }

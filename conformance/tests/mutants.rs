@@ -18,6 +18,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use tidemark_conformance::factories::MemoryFactory;
 use tidemark_conformance::{Capabilities, EngineFactory};
 use tidemark_disk::layout;
 use tidemark_engine_api::{
@@ -48,15 +49,7 @@ impl EngineFactory for ReopenableMemoryFactory {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             reopen: true,
-            exact_live_entries: true,
-            raw_injection: true,
-            background_reclaim: false,
-            offset_index: false,
-            open_existing: false,
-            read_only_files: false,
-            files: false,
-            faults: false,
-            self_contained: false,
+            ..MemoryFactory::CAPABILITIES
         }
     }
 
@@ -252,18 +245,7 @@ impl EngineFactory for MutantFactory {
     const NAME: &'static str = "memory";
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            reopen: false,
-            exact_live_entries: true,
-            raw_injection: true,
-            background_reclaim: false,
-            offset_index: false,
-            open_existing: false,
-            read_only_files: false,
-            files: false,
-            faults: false,
-            self_contained: false,
-        }
+        MemoryFactory::CAPABILITIES
     }
 
     fn open(&self, _dir: &Path, options: EngineOptions) -> Result<Mutant> {

@@ -1,11 +1,4 @@
-//! redb conformance: the whole suite on the redb backend.
+//! The whole suite and the bucket scenarios on one disk backend, the one this file is named after
+//! (empty in a build without it).
 
-mod redb {
-    tidemark_conformance::engine_cases!(tidemark_conformance::factories::RedbFactory::new());
-    tidemark_conformance::scale_case!(tidemark_conformance::factories::RedbFactory::new());
-    tidemark_conformance::headroom_case!(tidemark_conformance::factories::RedbFactory::new());
-    tidemark_conformance::crash_case!(tidemark_conformance::factories::RedbFactory::new());
-    mod bucket {
-        tidemark_conformance::bucket_cases!(tidemark_conformance::factories::RedbFactory::new());
-    }
-}
+tidemark::redb! { tidemark_conformance::disk_suite!(redb: tidemark::redb::RedbStorage); }

@@ -1,11 +1,4 @@
-//! rocksdb conformance: the whole suite and the bucket scenarios on the RocksDB backend.
+//! The whole suite and the bucket scenarios on one disk backend, the one this file is named after
+//! (empty in a build without it).
 
-mod rocksdb {
-    tidemark_conformance::engine_cases!(tidemark_conformance::factories::RocksDbFactory::new());
-    tidemark_conformance::scale_case!(tidemark_conformance::factories::RocksDbFactory::new());
-    tidemark_conformance::headroom_case!(tidemark_conformance::factories::RocksDbFactory::new());
-    tidemark_conformance::crash_case!(tidemark_conformance::factories::RocksDbFactory::new());
-    mod bucket {
-        tidemark_conformance::bucket_cases!(tidemark_conformance::factories::RocksDbFactory::new());
-    }
-}
+tidemark::rocksdb! { tidemark_conformance::disk_suite!(rocksdb: tidemark::rocksdb::RocksDbStorage); }

@@ -1,11 +1,4 @@
-//! sled conformance: the whole suite and the bucket scenarios on the sled backend.
+//! The whole suite and the bucket scenarios on one disk backend, the one this file is named after
+//! (empty in a build without it).
 
-mod sled {
-    tidemark_conformance::engine_cases!(tidemark_conformance::factories::SledFactory::new());
-    tidemark_conformance::scale_case!(tidemark_conformance::factories::SledFactory::new());
-    tidemark_conformance::headroom_case!(tidemark_conformance::factories::SledFactory::new());
-    tidemark_conformance::crash_case!(tidemark_conformance::factories::SledFactory::new());
-    mod bucket {
-        tidemark_conformance::bucket_cases!(tidemark_conformance::factories::SledFactory::new());
-    }
-}
+tidemark::sled! { tidemark_conformance::disk_suite!(sled: tidemark::sled::SledStorage); }

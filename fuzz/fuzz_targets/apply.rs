@@ -5,13 +5,13 @@
 #![no_main]
 
 use tidemark_conformance::EngineFactory;
-use tidemark_conformance::factories::RedbFactory;
+use tidemark_conformance::factories::DiskFactory;
 use tidemark_engine_api::EngineOptions;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let engine = RedbFactory::new()
+    let engine = DiskFactory::<tidemark::redb::RedbStorage>::new()
         .open(&dir.path().join("bucket"), EngineOptions::default())
         .expect("open a redb bucket");
     let steps = tidemark_conformance::hostile_input::steps(data, 64);

@@ -11,57 +11,11 @@ use std::sync::Arc;
 use tidemark_disk::{BackendContext, DiskBackend};
 use tidemark_engine_api::{EngineHandle, EngineOptions, Error, Result};
 
-use crate::registry;
+use crate::{Visit, visit};
 
-/// A storage backend. Every variant exists in every build; opening one whose cargo feature is off
-/// is an [`Error::Unsupported`] naming the feature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Backend {
-    /// The in-memory reference engine (always compiled; nothing persists).
-    Memory,
-    /// sled with the range-scan sweeper (feature `sled`).
-    Sled,
-    /// redb with the range-scan sweeper (feature `redb`).
-    Redb,
-    /// RocksDB with the tag-threshold compaction filter (feature `rocksdb`).
-    RocksDb,
-    /// fjall, a pure-Rust LSM tree, with the same tag-threshold compaction filter (feature
-    /// `fjall`).
-    Fjall,
-}
+pub use crate::Backend;
 
 impl Backend {
-    /// Every backend, compiled in or not.
-    pub const ALL: [Backend; 5] = [
-        Backend::Memory,
-        Backend::Sled,
-        Backend::Redb,
-        Backend::RocksDb,
-        Backend::Fjall,
-    ];
-
-    /// The backend's name as used on the command line and in store markers.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::Sled => "sled",
-            Backend::Redb => "redb",
-            Backend::RocksDb => "rocksdb",
-            Backend::Fjall => "fjall",
-        }
-    }
-
-    /// Whether this build includes the backend.
-    pub fn is_compiled(self) -> bool {
-        match self {
-            Backend::Memory => true,
-            Backend::Sled => cfg!(feature = "sled"),
-            Backend::Redb => cfg!(feature = "redb"),
-            Backend::RocksDb => cfg!(feature = "rocksdb"),
-            Backend::Fjall => cfg!(feature = "fjall"),
-        }
-    }
-
     /// Whether the backend stores data on disk (and can be reopened).
     pub fn is_persistent(self) -> bool {
         self != Backend::Memory
@@ -98,9 +52,10 @@ impl Backend {
             .ok_or_else(|| {
                 Error::Unsupported(format!(
                     "{} holds a store of backend {:?}, which this build does not know \
-                     (it knows memory, sled, redb, rocksdb, fjall)",
+                     (it knows {})",
                     path.display(),
-                    marker.backend
+                    marker.backend,
+                    Self::NAMES
                 ))
             })
     }
@@ -170,7 +125,7 @@ impl Backend {
                     options,
                 )))
             }
-            disk => registry::visit(
+            disk => visit(
                 disk,
                 OpenBucket {
                     path,
@@ -229,7 +184,7 @@ impl BackendConfig {
         if backend == Backend::Memory || !backend.is_compiled() {
             return Ok(self);
         }
-        registry::visit(
+        visit(
             backend,
             Budget {
                 config: self,
@@ -265,23 +220,16 @@ impl BackendConfig {
     }
 }
 
-/// Opens a bucket of the visited backend from its context in the config, or its default.
-#[cfg_attr(
-    not(any(
-        feature = "sled",
-        feature = "redb",
-        feature = "rocksdb",
-        feature = "fjall"
-    )),
-    allow(dead_code, reason = "no disk backend is compiled in")
-)]
-struct OpenBucket<'a> {
-    path: &'a Path,
-    options: EngineOptions,
-    config: &'a BackendConfig,
+disk_backend_items! {
+    /// Opens a bucket of the visited backend from its context in the config, or its default.
+    struct OpenBucket<'a> {
+        path: &'a Path,
+        options: EngineOptions,
+        config: &'a BackendConfig,
+    }
 }
 
-impl registry::Visit for OpenBucket<'_> {
+impl Visit for OpenBucket<'_> {
     type Output = EngineHandle;
 
     fn visit<B: DiskBackend>(self) -> Result<EngineHandle> {
@@ -293,22 +241,15 @@ impl registry::Visit for OpenBucket<'_> {
     }
 }
 
-/// Adds a fresh context of the visited backend, sized for so many buckets.
-#[cfg_attr(
-    not(any(
-        feature = "sled",
-        feature = "redb",
-        feature = "rocksdb",
-        feature = "fjall"
-    )),
-    allow(dead_code, reason = "no disk backend is compiled in")
-)]
-struct Budget {
-    config: BackendConfig,
-    buckets: usize,
+disk_backend_items! {
+    /// Adds a fresh context of the visited backend, sized for so many buckets.
+    struct Budget {
+        config: BackendConfig,
+        buckets: usize,
+    }
 }
 
-impl registry::Visit for Budget {
+impl Visit for Budget {
     type Output = BackendConfig;
 
     fn visit<B: DiskBackend>(self) -> Result<BackendConfig> {
@@ -332,7 +273,8 @@ impl FromStr for Backend {
             .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "unknown backend {s:?}; expected one of memory, sled, redb, rocksdb, fjall"
+                    "unknown backend {s:?}; expected one of {}",
+                    Self::NAMES
                 ))
             })
     }
@@ -364,8 +306,30 @@ mod tests {
         for b in Backend::ALL {
             assert_eq!(b.name().parse::<Backend>().unwrap(), b);
         }
-        assert!("leveldb".parse::<Backend>().is_err());
+        let unknown = "leveldb".parse::<Backend>().unwrap_err().to_string();
+        for b in Backend::ALL {
+            assert!(unknown.contains(b.name()), "{unknown}");
+        }
         assert!(Backend::compiled().contains(&Backend::Memory));
+    }
+
+    #[test]
+    fn a_backend_not_compiled_in_names_its_feature() {
+        let dir = tempfile::tempdir().unwrap();
+        for b in Backend::ALL.into_iter().filter(|b| !b.is_compiled()) {
+            let err = b
+                .open(&dir.path().join(b.name()), EngineOptions::default())
+                .unwrap_err();
+            assert!(matches!(err, Error::Unsupported(_)), "{err}");
+            assert!(
+                err.to_string()
+                    .contains(&format!("enable the `{}` cargo feature", b.name())),
+                "{err}"
+            );
+            assert!(!dir.path().join(b.name()).exists());
+            let config = BackendConfig::default().with_budget(b, 10).unwrap();
+            assert!(config.contexts.is_empty());
+        }
     }
 
     #[test]

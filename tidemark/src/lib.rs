@@ -3,18 +3,20 @@
 //! Incremental, lake-driven reclamation of per-bucket local key-value state. Values and
 //! tombstones are tagged with the WAL offset that wrote them; each bucket keeps a monotonic,
 //! persisted watermark fed by the lake's confirmed progress, and everything below it is reclaimed
-//! incrementally — by a compaction filter on RocksDB, by a range-scan sweeper on sled and redb —
-//! while lookups fall back to the lake only on a true local miss.
+//! incrementally — by a compaction filter on RocksDB and fjall, by a range-scan sweeper on sled
+//! and redb — while lookups fall back to the lake only on a true local miss.
 //!
 //! This facade re-exports what a host needs of the engine contract (`tidemark_engine_api`: the
 //! [`Engine`] trait and [`EngineHandle`], [`WriteBatch`] and [`Record`], [`EngineOptions`], the
 //! outcomes, statistics and errors, the [`MemoryEngine`], the [`VerifyReport`]), the bucket
 //! layer (`tidemark_bucket`: [`HistoricalBucket`], [`ReclaimScheduler`], [`MemoryLake`]), the
-//! process-wide opt-ins of the disk toolkit ([`contain`], [`process`]) and one backend per cargo
-//! feature (`sled`, `redb`, `rocksdb`, `fjall`, all on by default), and lets programs choose among the
-//! compiled-in backends at run time with [`Backend`]. Writing a backend takes the crates
-//! themselves (`tidemark-engine-api`, `tidemark-disk`), not this facade. The contract is
-//! `docs/DESIGN.md` at the workspace root.
+//! process-wide opt-ins of the disk toolkit ([`contain`], [`process`]) and the backends, one per
+//! cargo feature: `sled`, `redb`, `rocksdb` and `fjall`, all on by default, each re-exported as
+//! the module of its name (`tidemark::redb`) with a macro of its name (`tidemark::redb!`) that
+//! keeps code naming it out of a build without it. Programs choose among the compiled-in backends
+//! at run time with [`Backend`]. Writing a backend takes the crates themselves
+//! (`tidemark-engine-api`, `tidemark-disk`), not this facade. The contract is `docs/DESIGN.md` at
+//! the workspace root.
 //!
 //! A host's integration, end to end:
 //!
@@ -69,15 +71,36 @@
 //! }
 //! ```
 
-pub mod backend;
+#[macro_use]
 mod registry;
+
+// The one list of disk backends: each row is the backend's `Backend` variant, its name (on the
+// command line, in store markers, and the cargo feature of this crate that compiles it in), the
+// module its crate is re-exported as (the same word), and its storage type. The registry generates
+// from it the variant, `Backend::ALL`, `name`, `is_compiled`, the re-export, the gate macro and
+// the dispatch to the storage type; DESIGN § Plugging a backend in lists what else a backend adds.
+backends! {
+    /// sled, reclaimed by the range-scan sweeper and rebuilt into a fresh database when it has
+    /// grown or is mostly garbage.
+    Sled, "sled", sled, tidemark_backend_sled::SledStorage;
+    /// redb, reclaimed by the range-scan sweeper, its file compacted when it is mostly garbage.
+    Redb, "redb", redb, tidemark_backend_redb::RedbStorage;
+    /// RocksDB, reclaimed by the tag-threshold compaction filter.
+    RocksDb, "rocksdb", rocksdb, tidemark_backend_rocksdb::RocksDbStorage;
+    /// A pure-Rust LSM tree, reclaimed by the same tag-threshold compaction filter, armed only
+    /// inside `reclaim`.
+    Fjall, "fjall", fjall, tidemark_backend_fjall::FjallStorage;
+}
+
+pub mod backend;
+pub mod units;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use backend::{Backend, BackendConfig};
+pub use backend::BackendConfig;
 /// The two traits every disk backend implements: generic code opens any backend through them.
 pub use tidemark_disk::{BackendContext, DiskBackend};
 
@@ -97,10 +120,10 @@ pub use tidemark_engine_api::{Error, Result};
 // The in-memory reference engine.
 pub use tidemark_engine_api::MemoryEngine;
 // The offline consistency check's report.
-pub use tidemark_engine_api::verify::{Example, Finding};
 pub use tidemark_engine_api::{Damage, VerifyReport};
+pub use tidemark_engine_api::{Example, Finding};
 // How a key appears in messages and reports (readable when printable, hex otherwise).
-pub use tidemark_engine_api::display::display_key;
+pub use tidemark_engine_api::display_key;
 
 /// The opt-in panic hook of the disk backends' containment: a host that calls
 /// [`quiet_contained_panics`](contain::quiet_contained_panics) once at startup no longer sees
@@ -125,22 +148,6 @@ pub use tidemark_bucket::{Error as BucketError, Result as BucketResult};
 
 /// The bucket layer: lake lookuper, bucket and reclaim scheduler.
 pub use tidemark_bucket as bucket;
-
-/// The sled backend.
-#[cfg(feature = "sled")]
-pub use tidemark_backend_sled as sled;
-
-/// The redb backend.
-#[cfg(feature = "redb")]
-pub use tidemark_backend_redb as redb;
-
-/// The RocksDB backend.
-#[cfg(feature = "rocksdb")]
-pub use tidemark_backend_rocksdb as rocksdb;
-
-/// The fjall backend.
-#[cfg(feature = "fjall")]
-pub use tidemark_backend_fjall as fjall;
 
 /// The Apache Iceberg lake: tiering writer, lookuper, expiry and compaction (cargo feature
 /// `iceberg`).

@@ -23,8 +23,8 @@ fn a_short_comparison_prints_its_figures_and_leaves_its_files() {
         "tidemark,no-cleanup",
         "--out",
         arg(&out),
-    ]);
-    assert_eq!(run.code, Some(0), "{run:?}");
+    ])
+    .success();
     for needle in ["writes and lookups", "space and reclamation", "targets"] {
         assert!(run.stdout.contains(needle), "{needle}: {run:?}");
     }

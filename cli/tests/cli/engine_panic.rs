@@ -7,12 +7,10 @@ use crate::support::{arg, tidemark};
 /// redb reads its `&str` metadata keys back with an unwrap of their UTF-8, so a metadata row
 /// name whose first byte is damaged makes it panic when the store opens (a read-only open, as
 /// `stats` does, does not verify page checksums first).
-#[cfg(feature = "redb")]
 #[test]
 fn an_engine_panic_is_one_error_and_one_warning() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("redb");
-    write_store(tidemark::Backend::Redb, &dir);
+    let (dir, _) = write_store(tidemark::Backend::Redb, tmp.path());
     let file = dir.join(tidemark::redb::DB_FILE);
     let mut bytes = std::fs::read(&file).unwrap();
     let name = b"covered/";

@@ -10,10 +10,8 @@ use crate::support::{arg, disk_backends, tidemark};
 fn reclaim_json_reports_what_went_and_the_store_keeps_it() {
     let tmp = tempfile::tempdir().unwrap();
     for backend in disk_backends() {
-        let dir = tmp.path().join(backend.name());
-        write_store(backend, &dir);
-        let run = tidemark(&["reclaim", arg(&dir), "--watermark", "9", "--json"]);
-        assert_eq!(run.code, Some(0), "{run:?}");
+        let (dir, _) = write_store(backend, tmp.path());
+        let run = tidemark(&["reclaim", arg(&dir), "--watermark", "9", "--json"]).success();
         let v = run.json();
         assert_eq!(v["schema"], "tidemark.reclaim/1");
         assert_eq!(v["backend"], backend.name());
@@ -57,11 +55,9 @@ fn reclaim_json_reports_what_went_and_the_store_keeps_it() {
 fn reclaim_without_a_watermark_and_a_clamped_one_read_plainly() {
     let tmp = tempfile::tempdir().unwrap();
     let backend = Backend::Redb;
-    let dir = tmp.path().join(backend.name());
-    write_store(backend, &dir);
+    let (dir, _) = write_store(backend, tmp.path());
 
-    let run = tidemark(&["reclaim", arg(&dir)]);
-    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = tidemark(&["reclaim", arg(&dir)]).success();
     assert!(run.stdout.contains("threshold     6 "), "{}", run.stdout);
     assert!(
         run.stdout.contains("removed       5 values, 0 tombstones"),
@@ -71,8 +67,7 @@ fn reclaim_without_a_watermark_and_a_clamped_one_read_plainly() {
     assert!(!run.stdout.contains("watermark W"), "{}", run.stdout);
     assert!(run.stdout.contains(" -> "), "{}", run.stdout);
 
-    let run = tidemark(&["reclaim", arg(&dir), "--watermark", "1000"]);
-    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = tidemark(&["reclaim", arg(&dir), "--watermark", "1000"]).success();
     assert!(
         run.stdout
             .contains("6 -> 12 (asked 1000: clamped to the applied end)"),

@@ -1,17 +1,19 @@
 //! `tidemark stats`: what the store holds, readable or as JSON that parses back; the backend is
 //! read from the marker; it writes nothing (not a byte, where the engine opens read-only).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tidemark::{Backend, Engine, EngineOptions, WriteBatch};
 use tidemark_conformance::cases::util::file_snapshot;
 
 use crate::support::{arg, disk_backends, release_sled_lock, run_with, tidemark};
 
-/// A store with 10 values, 2 tombstones (one over a value) and `W = 6`; returns its live
-/// entries as the engine counts them.
-pub fn write_store(backend: Backend, dir: &Path) -> u64 {
-    let engine = backend.open(dir, EngineOptions::default()).unwrap();
+/// Writes a store of `backend` with 10 values, 2 tombstones (one over a value) and `W = 6` into
+/// the directory named after the backend under `parent`; returns that directory and the store's
+/// live entries as the engine counts them.
+pub fn write_store(backend: Backend, parent: &Path) -> (PathBuf, u64) {
+    let dir = parent.join(backend.name());
+    let engine = backend.open(&dir, EngineOptions::default()).unwrap();
     let mut batch = WriteBatch::new();
     for i in 0..10u64 {
         batch.put(format!("k{i}"), format!("v{i}"), i);
@@ -21,21 +23,19 @@ pub fn write_store(backend: Backend, dir: &Path) -> u64 {
     engine.advance_watermark(6).unwrap();
     let live = engine.stats().unwrap().live_entries;
     drop(engine);
-    release_sled_lock(dir);
-    live
+    release_sled_lock(&dir);
+    (dir, live)
 }
 
 #[test]
 fn stats_json_parses_back_to_what_the_store_holds() {
     let tmp = tempfile::tempdir().unwrap();
     for backend in disk_backends() {
-        let dir = tmp.path().join(backend.name());
-        let live = write_store(backend, &dir);
+        let (dir, live) = write_store(backend, tmp.path());
         for given in [None, Some(backend.name())] {
             let mut args = vec!["stats", "--json", arg(&dir)];
             args.extend(given.iter().flat_map(|b| ["--backend", b]));
-            let run = tidemark(&args);
-            assert_eq!(run.code, Some(0), "{run:?}");
+            let run = tidemark(&args).success();
             assert!(run.stderr.is_empty(), "{run:?}");
             let v = run.json();
             assert_eq!(v["schema"], "tidemark.stats/1");
@@ -74,10 +74,8 @@ fn stats_json_parses_back_to_what_the_store_holds() {
 fn stats_reads_like_a_report_not_a_debug_dump() {
     let tmp = tempfile::tempdir().unwrap();
     for backend in disk_backends() {
-        let dir = tmp.path().join(backend.name());
-        write_store(backend, &dir);
-        let run = tidemark(&["stats", arg(&dir)]);
-        assert_eq!(run.code, Some(0), "{run:?}");
+        let (dir, _) = write_store(backend, tmp.path());
+        let run = tidemark(&["stats", arg(&dir)]).success();
         let out = &run.stdout;
         for line in [
             format!(
@@ -104,8 +102,7 @@ fn inspection_changes_no_file_where_the_engine_opens_read_only() {
         if !backend.is_compiled() {
             continue;
         }
-        let dir = tmp.path().join(backend.name());
-        write_store(backend, &dir);
+        let (dir, _) = write_store(backend, tmp.path());
         let before = file_snapshot(&dir);
         for args in [vec!["stats"], vec!["stats", "--json"], vec!["verify"]] {
             let mut all = args.clone();
@@ -125,8 +122,7 @@ fn another_backend_than_the_marker_names_is_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
     let backends = disk_backends();
     for (i, backend) in backends.iter().enumerate() {
-        let dir = tmp.path().join(backend.name());
-        write_store(*backend, &dir);
+        let (dir, _) = write_store(*backend, tmp.path());
         let other = backends[(i + 1) % backends.len()];
         let before = file_snapshot(&dir);
         for command in ["stats", "verify", "reclaim"] {
@@ -143,8 +139,7 @@ fn another_backend_than_the_marker_names_is_a_clear_error() {
 fn logs_follow_rust_log_on_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let backend = disk_backends()[0];
-    let dir = tmp.path().join(backend.name());
-    write_store(backend, &dir);
+    let (dir, _) = write_store(backend, tmp.path());
     let quiet = run_with(&["stats", "--json", arg(&dir)], None);
     assert!(quiet.stderr.is_empty(), "{quiet:?}");
     let verbose = run_with(&["stats", "--json", arg(&dir)], Some("tidemark=debug"));

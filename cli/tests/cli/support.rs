@@ -17,6 +17,13 @@ pub struct Run {
 }
 
 impl Run {
+    /// The run, asserting that it exited with 0.
+    #[track_caller]
+    pub fn success(self) -> Self {
+        assert_eq!(self.code, Some(0), "{self:?}");
+        self
+    }
+
     /// stdout as JSON.
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use tidemark::{Engine, WriteBatch};
 use tidemark_conformance::cases::util::noise;
-use tidemark_conformance::factories::{RedbFactory, RocksDbFactory, SledFactory};
+use tidemark_conformance::factories::DiskFactory;
 use tidemark_conformance::{EngineFactory, Harness};
-use tidemark_disk::sweeper::index_key;
+use tidemark_disk::offset_index::index_key;
 use tidemark_engine_api::codec;
 
 use crate::support::{arg, release_sled_lock, tidemark};
@@ -122,8 +122,7 @@ fn every_damage_kind_is_found<F: EngineFactory + Clone>(factory: F) {
     sample(clean.engine());
     clean.close();
     release_sled_lock(clean.path());
-    let run = tidemark(&["verify", "--json", arg(clean.path())]);
-    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = tidemark(&["verify", "--json", arg(clean.path())]).success();
     let v = run.json();
     assert_eq!(
         (&v["clean"], &v["damaged"]),
@@ -155,22 +154,22 @@ fn every_damage_kind_is_found<F: EngineFactory + Clone>(factory: F) {
 
 #[test]
 fn sled_damage_is_found() {
-    every_damage_kind_is_found(SledFactory::new());
+    every_damage_kind_is_found(DiskFactory::<tidemark::sled::SledStorage>::new());
 }
 
 #[test]
 fn redb_damage_is_found() {
-    every_damage_kind_is_found(RedbFactory::new());
+    every_damage_kind_is_found(DiskFactory::<tidemark::redb::RedbStorage>::new());
 }
 
 #[test]
 fn rocksdb_damage_is_found() {
-    every_damage_kind_is_found(RocksDbFactory::new());
+    every_damage_kind_is_found(DiskFactory::<tidemark::rocksdb::RocksDbStorage>::new());
 }
 
 #[test]
 fn a_rocksdb_table_file_damaged_on_disk_fails_its_checksum() {
-    let mut h = Harness::new(RocksDbFactory::new());
+    let mut h = Harness::new(DiskFactory::<tidemark::rocksdb::RocksDbStorage>::new());
     let mut batch = WriteBatch::new();
     for i in 0..2_000u64 {
         batch.put(format!("k{i:05}"), noise(i, 200), i);
@@ -197,12 +196,11 @@ fn a_rocksdb_table_file_damaged_on_disk_fails_its_checksum() {
 
 #[test]
 fn a_lagging_watermark_is_reported_but_is_not_damage() {
-    let mut h = Harness::new(RedbFactory::new());
+    let mut h = Harness::new(DiskFactory::<tidemark::redb::RedbStorage>::new());
     sample(h.engine());
     h.engine().adopt_lake_watermark(50).unwrap();
     h.close();
-    let run = tidemark(&["verify", "--json", arg(h.path())]);
-    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = tidemark(&["verify", "--json", arg(h.path())]).success();
     let v = run.json();
     assert_eq!(
         (&v["clean"], &v["watermark_above_applied_end"]),

@@ -1,5 +1,6 @@
 use std::path::Path;
 
+use tidemark_disk::testing::Declared;
 use tidemark_engine_api::{EngineOptions, MemoryEngine, Result};
 
 use crate::factory::{Capabilities, EngineFactory};
@@ -8,23 +9,34 @@ use crate::factory::{Capabilities, EngineFactory};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MemoryFactory;
 
+impl MemoryFactory {
+    /// What the memory engine can do: exact counts and raw injection, nothing that needs a
+    /// directory. A factory built on it (the mutants') starts from these.
+    pub const CAPABILITIES: Capabilities = Capabilities {
+        declared: Declared {
+            exact_live_entries: true,
+            background_reclaim: false,
+            offset_index: false,
+            read_only_files: false,
+            self_contained_directory: false,
+            // It keeps no files: the space case, which needs them, never reads these.
+            window_multiple: 0.0,
+            window_peak_multiple: 0.0,
+        },
+        reopen: false,
+        raw_injection: true,
+        open_existing: false,
+        files: false,
+        faults: false,
+    };
+}
+
 impl EngineFactory for MemoryFactory {
     type Engine = MemoryEngine;
     const NAME: &'static str = "memory";
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            reopen: false,
-            exact_live_entries: true,
-            raw_injection: true,
-            background_reclaim: false,
-            offset_index: false,
-            open_existing: false,
-            read_only_files: false,
-            files: false,
-            self_contained: false,
-            faults: false,
-        }
+        Self::CAPABILITIES
     }
 
     fn open(&self, _dir: &Path, options: EngineOptions) -> Result<MemoryEngine> {

@@ -1,5 +1,5 @@
 //! The factories of the suite: the memory reference engine's, and one generic [`DiskFactory`]
-//! for every disk backend, named here once per backend compiled into the suite.
+//! for every disk backend (`DiskFactory<tidemark::redb::RedbStorage>`, ...).
 
 mod disk;
 mod memory;
@@ -7,18 +7,28 @@ mod memory;
 pub use self::disk::DiskFactory;
 pub use memory::MemoryFactory;
 
-/// The sled backend's factory.
-#[cfg(feature = "sled")]
-pub type SledFactory = DiskFactory<tidemark_backend_sled::Sled>;
-
-/// The redb backend's factory.
-#[cfg(feature = "redb")]
-pub type RedbFactory = DiskFactory<tidemark_backend_redb::Redb>;
-
-/// The RocksDB backend's factory.
-#[cfg(feature = "rocksdb")]
-pub type RocksDbFactory = DiskFactory<tidemark_backend_rocksdb::RocksDb>;
-
-/// The fjall backend's factory.
-#[cfg(feature = "fjall")]
-pub type FjallFactory = DiskFactory<tidemark_backend_fjall::Fjall>;
+/// Stamps the whole suite for one disk backend in a module named after it, so tests read
+/// `<backend>::<case>`: every engine case ([`engine_cases!`](crate::engine_cases)), the scale,
+/// descriptor-headroom and crash tests, and the bucket scenarios (`<backend>::bucket::<scenario>`,
+/// [`bucket_cases!`](crate::bucket_cases)), each on a [`DiskFactory`] of `$backend`.
+///
+/// A backend's test file, `tests/<backend>.rs`, is this one line inside the facade's gate macro
+/// for the backend, which makes it empty in a build without that backend:
+///
+/// ```text
+/// tidemark::redb! { tidemark_conformance::disk_suite!(redb: tidemark::redb::RedbStorage); }
+/// ```
+#[macro_export]
+macro_rules! disk_suite {
+    ($module:ident: $backend:ty) => {
+        mod $module {
+            $crate::engine_cases!($crate::factories::DiskFactory::<$backend>::new());
+            $crate::scale_case!($crate::factories::DiskFactory::<$backend>::new());
+            $crate::headroom_case!($crate::factories::DiskFactory::<$backend>::new());
+            $crate::crash_case!($crate::factories::DiskFactory::<$backend>::new());
+            mod bucket {
+                $crate::bucket_cases!($crate::factories::DiskFactory::<$backend>::new());
+            }
+        }
+    };
+}

@@ -1,4 +1,6 @@
-//! Numbers for people: byte counts in binary units, durations in the unit that reads best.
+//! Numbers for people: byte counts in binary units, durations in the unit that reads best. The
+//! `tidemark` tool prints its reports with them (`stats`, `reclaim`, `compare`); a host's own
+//! reports can read the same.
 
 use std::time::Duration;
 
