@@ -24,6 +24,8 @@
 //! target time, which is expected there.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::future::Future;
 use std::hint::black_box;
 use std::path::Path;
@@ -518,9 +520,7 @@ fn bench_write_during_reclaim(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = common::criterion(Duration::from_secs(2));
     targets = bench_apply, bench_lookup, bench_bucket_lookup, bench_advance_watermark,
         bench_reclaim, bench_write_during_reclaim
 }

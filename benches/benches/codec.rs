@@ -4,6 +4,8 @@
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -28,9 +30,7 @@ fn bench_decode(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    config = common::criterion(Duration::from_secs(3));
     targets = bench_decode
 }
 criterion_main!(benches);

@@ -6,10 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
+use std::process::ExitCode;
 
 use sled::Transactional;
 use tidemark::{Backend, BackendConfig, Engine, EngineHandle, EngineOptions};
-use tidemark_disk::sweeper::index_key;
+use tidemark_disk::offset_index::index_key;
 use tidemark_engine_api::{Record, WriteBatch};
 use tidemark_test_support::rng::SplitMix64;
 use tidemark_test_support::stream::{Cursor, PutStream};
@@ -137,6 +138,18 @@ pub fn fill(records: u64) -> Vec<WriteBatch> {
         .collect()
 }
 
+/// The exit code of the benchmark binary `name` whose run ended with `result`: on an error, a
+/// failure, after the error is printed to standard error.
+pub fn exit_code<E: std::fmt::Display>(name: &str, result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Buckets the benchmarks open at once: their contexts are sized for this many, and each raw
 /// baseline gets the same cache share as one bucket.
 pub const BENCH_BUCKETS: usize = 4;
@@ -246,7 +259,7 @@ impl RawFjall {
     /// Opens a raw fjall database at `path` with the settings of `config`'s fjall context.
     pub fn open(config: &BackendConfig, path: &Path) -> Self {
         use tidemark::BackendContext as _;
-        let context = match config.context::<tidemark::fjall::Fjall>() {
+        let context = match config.context::<tidemark::fjall::FjallStorage>() {
             Some(context) => context.clone(),
             None => tidemark::fjall::FjallContext::global().unwrap(),
         };
@@ -312,7 +325,7 @@ impl RawRocks {
     /// Opens a raw RocksDB at `path` with the options of `config`'s RocksDB context.
     pub fn open(config: &BackendConfig, path: &Path) -> Self {
         let mut opts = config
-            .context::<tidemark::rocksdb::RocksDb>()
+            .context::<tidemark::rocksdb::RocksDbStorage>()
             .unwrap()
             .db_options();
         opts.create_if_missing(true);
@@ -386,7 +399,7 @@ impl RawSled {
     /// `indexed`, writes also an index row per record ([`RawLayout::DataAndIndex`]).
     pub fn open(config: &BackendConfig, path: &Path, indexed: bool) -> Self {
         let cache = config
-            .context::<tidemark::sled::Sled>()
+            .context::<tidemark::sled::SledStorage>()
             .unwrap()
             .cache_bytes_per_bucket();
         let db = sled::Config::new()
@@ -468,7 +481,7 @@ impl RawRedb {
     /// per record ([`RawLayout::DataAndIndex`]).
     pub fn open(config: &BackendConfig, path: &Path, indexed: bool) -> Self {
         let cache = config
-            .context::<tidemark::redb::Redb>()
+            .context::<tidemark::redb::RedbStorage>()
             .unwrap()
             .cache_bytes_per_bucket();
         let mut builder = redb::Builder::new();

@@ -1,7 +1,7 @@
 //! What the bucket layer fails with: the engine's errors, passed through unchanged, and the two
 //! failures only this layer has (the lake, a shut-down scheduler).
 
-use tidemark_engine_api::error::BoxedSource;
+use tidemark_engine_api::BoxedSource;
 
 /// The result of a bucket-layer call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -30,21 +30,47 @@ fn memory(distance: u64) -> Arc<MemoryEngine> {
     ))
 }
 
-#[tokio::test(start_paused = true)]
-async fn lake_progress_requests_a_reclaim_that_the_scheduler_runs() {
+/// A memory engine with retention distance `distance` that applied `wal`, and a new lake whose
+/// log holds `wal`.
+fn applied(distance: u64, wal: WriteBatch) -> (Arc<MemoryEngine>, Arc<MemoryLake>) {
+    let engine = memory(distance);
+    let lake = Arc::new(MemoryLake::new());
+    lake.append_batch(&wal).unwrap();
+    engine.apply(&wal).unwrap();
+    (engine, lake)
+}
+
+/// Bucket `id` over a new memory engine and a new lake, registered with a new scheduler (at
+/// most one reclaim a second) and recovered from the empty lake, holding `puts(0..n)` (also in
+/// the lake's log). Call inside a runtime.
+async fn scheduled(
+    id: BucketId,
+    n: u64,
+) -> (
+    Arc<MemoryEngine>,
+    Arc<MemoryLake>,
+    ReclaimScheduler,
+    HistoricalBucket,
+) {
     let engine = memory(0);
     let lake = Arc::new(MemoryLake::new());
     let sched =
         ReclaimScheduler::new(SchedulerConfig::default().with_min_interval(Duration::from_secs(1)))
             .unwrap();
     let bucket = HistoricalBucket::new(engine.clone(), lake.clone())
-        .with_scheduler(&sched, BucketId(3))
+        .with_scheduler(&sched, id)
         .unwrap();
-    assert_eq!(bucket.bucket_id(), Some(BucketId(3)));
     bucket.recover(LakeSnapshot::default()).await.unwrap();
-    let b = puts(0..20);
+    let b = puts(0..n);
     lake.append_batch(&b).unwrap();
     bucket.apply(b).await.unwrap();
+    (engine, lake, sched, bucket)
+}
+
+#[tokio::test(start_paused = true)]
+async fn lake_progress_requests_a_reclaim_that_the_scheduler_runs() {
+    let (engine, lake, sched, bucket) = scheduled(BucketId(3), 20).await;
+    assert_eq!(bucket.bucket_id(), Some(BucketId(3)));
 
     let s = lake.commit(15).unwrap();
     let p = bucket.on_lake_progress(s).await.unwrap();
@@ -181,11 +207,7 @@ async fn lagging_recovery_interrupted_before_the_purge_purges_on_the_next_recove
 /// for entries the lake may have overtaken.
 #[tokio::test]
 async fn recovery_of_an_up_to_date_replica_keeps_the_retention_margin() {
-    let engine = memory(5);
-    let lake = Arc::new(MemoryLake::new());
-    let b = puts(0..20);
-    lake.append_batch(&b).unwrap();
-    engine.apply(&b).unwrap();
+    let (engine, lake) = applied(5, puts(0..20));
     let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
     assert_eq!(bucket.recover(lake.commit(12).unwrap()).await.unwrap(), 20);
     assert_eq!(engine.watermark(), 12);
@@ -206,19 +228,8 @@ async fn recovery_of_an_up_to_date_replica_keeps_the_retention_margin() {
 /// engine.
 #[tokio::test(start_paused = true)]
 async fn dropping_a_bucket_without_close_deregisters_it() {
-    let engine = memory(0);
-    let lake = Arc::new(MemoryLake::new());
-    let sched =
-        ReclaimScheduler::new(SchedulerConfig::default().with_min_interval(Duration::from_secs(1)))
-            .unwrap();
     let id = BucketId(9);
-    let bucket = HistoricalBucket::new(engine.clone(), lake.clone())
-        .with_scheduler(&sched, id)
-        .unwrap();
-    bucket.recover(LakeSnapshot::default()).await.unwrap();
-    let b = puts(0..10);
-    lake.append_batch(&b).unwrap();
-    bucket.apply(b).await.unwrap();
+    let (engine, lake, sched, bucket) = scheduled(id, 10).await;
     let s = lake.commit(5).unwrap();
     bucket.on_lake_progress(s).await.unwrap();
 
@@ -240,11 +251,10 @@ async fn dropping_a_bucket_without_close_deregisters_it() {
 
 #[tokio::test]
 async fn a_second_recovery_never_moves_the_lookuper_backwards() {
-    let engine = memory(0);
-    let lake = Arc::new(MemoryLake::new());
-    let b = batch([Record::put("a", "a0", 0), Record::put("a", "a1", 1)]);
-    lake.append_batch(&b).unwrap();
-    engine.apply(&b).unwrap();
+    let (engine, lake) = applied(
+        0,
+        batch([Record::put("a", "a0", 0), Record::put("a", "a1", 1)]),
+    );
     let s1 = lake.commit(1).unwrap();
     let s2 = lake.commit(2).unwrap();
     let bucket = HistoricalBucket::new(engine.clone(), lake.clone());
@@ -292,11 +302,7 @@ async fn invalid_keys_are_rejected_before_the_lake_is_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_notifications_coalesces_to_the_latest() {
     const STORM: u64 = 10;
-    let engine = memory(0);
-    let lake = Arc::new(MemoryLake::new());
-    let wal = puts(0..100);
-    lake.append_batch(&wal).unwrap();
-    engine.apply(&wal).unwrap();
+    let (engine, lake) = applied(0, puts(0..100));
     let bucket = Arc::new(HistoricalBucket::new(engine.clone(), lake.clone()));
     let snapshots: Vec<LakeSnapshot> = (1..=STORM + 1)
         .map(|i| lake.commit(i * 5).unwrap())
@@ -362,11 +368,7 @@ async fn held_in_refresh() -> (
     [LakeSnapshot; 2],
     tokio::task::JoinHandle<Result<Progress, Error>>,
 ) {
-    let engine = memory(0);
-    let lake = Arc::new(MemoryLake::new());
-    let wal = puts(0..100);
-    lake.append_batch(&wal).unwrap();
-    engine.apply(&wal).unwrap();
+    let (engine, lake) = applied(0, puts(0..100));
     let bucket = Arc::new(HistoricalBucket::new(engine, lake.clone()));
     bucket
         .on_lake_progress(lake.commit(10).unwrap())
@@ -439,11 +441,7 @@ async fn a_newer_snapshot_that_fails_returns_its_error_to_its_own_caller() {
 /// as out of order alike.
 #[tokio::test]
 async fn every_notification_is_counted_refused_ones_included() {
-    let engine = memory(0);
-    let lake = Arc::new(MemoryLake::new());
-    let wal = puts(0..100);
-    lake.append_batch(&wal).unwrap();
-    engine.apply(&wal).unwrap();
+    let (engine, lake) = applied(0, puts(0..100));
     let bucket = HistoricalBucket::new(engine, lake.clone());
     let at_40 = lake.commit(40).unwrap();
     assert!(matches!(

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tidemark_bucket::scheduler::Requested;
 use tidemark_bucket::{
-    BucketId, Error as BucketError, ReclaimPolicy, ReclaimScheduler, SchedulerConfig,
+    BucketId, Error as BucketError, ReclaimPolicy, ReclaimScheduler, ReclaimStats, SchedulerConfig,
 };
 use tidemark_engine_api::{
     Engine, EngineOptions, Error, MemoryEngine, ReclaimCost, ReclaimReport, Result, WriteBatch,
@@ -190,12 +190,42 @@ async fn settle() {
 
 const A: BucketId = BucketId(1);
 
-#[tokio::test(start_paused = true)]
-async fn burst_of_1000_requests_runs_at_most_two_reclaims() {
+/// Bucket [`A`] over a fake engine of 10 entries, 5 of them covered, registered with a new
+/// scheduler of `config`: where most tests start.
+fn bucket_a(config: SchedulerConfig) -> (Arc<Probe>, Arc<FakeEngine>, ReclaimScheduler) {
     let probe = Probe::new();
     let engine = FakeEngine::filled(&probe, 10, 5);
-    let sched = scheduler(config());
+    let sched = scheduler(config);
     sched.register(A, engine.clone()).unwrap();
+    (probe, engine, sched)
+}
+
+/// [`bucket_a`] whose next `failures` reclaims fail, under a scheduler that retries after
+/// `backoff` (initial, maximum) at most `max_retries` times.
+fn failing_a(
+    failures: u32,
+    backoff: (Duration, Duration),
+    max_retries: u32,
+) -> (Arc<Probe>, Arc<FakeEngine>, ReclaimScheduler) {
+    let a = bucket_a(
+        config()
+            .with_retry_backoff(backoff.0, backoff.1)
+            .with_max_retries(max_retries),
+    );
+    a.1.fail_next.store(failures, Ordering::SeqCst);
+    a
+}
+
+/// Requests a reclaim of [`A`], lets the workers run everything, and returns `A`'s stats.
+async fn request_settled(sched: &ReclaimScheduler) -> ReclaimStats {
+    sched.request(A).unwrap();
+    settle().await;
+    sched.bucket_stats(A).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn burst_of_1000_requests_runs_at_most_two_reclaims() {
+    let (probe, engine, sched) = bucket_a(config());
 
     // The first request starts a run; the other 999 arrive while it runs or waits out
     // min_interval, so they all fold into the single waiting reclaim.
@@ -220,10 +250,7 @@ async fn burst_of_1000_requests_runs_at_most_two_reclaims() {
 
 #[tokio::test(start_paused = true)]
 async fn burst_before_the_worker_wakes_runs_once() {
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    let sched = scheduler(config());
-    sched.register(A, engine.clone()).unwrap();
+    let (_, engine, sched) = bucket_a(config());
     for _ in 0..1000 {
         sched.request(A).unwrap();
     }
@@ -238,10 +265,7 @@ async fn burst_before_the_worker_wakes_runs_once() {
 #[tokio::test(start_paused = true)]
 async fn min_interval_is_respected_exactly() {
     let interval = Duration::from_secs(10);
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    let sched = scheduler(config().with_min_interval(interval));
-    sched.register(A, engine.clone()).unwrap();
+    let (probe, engine, sched) = bucket_a(config().with_min_interval(interval));
     let t0 = Instant::now();
 
     sched.request(A).unwrap();
@@ -318,18 +342,14 @@ async fn buckets_below_min_reclaimable_are_skipped() {
     let sched = scheduler(config().with_min_reclaimable(5));
     sched.register(A, engine.clone()).unwrap();
 
-    sched.request(A).unwrap();
-    settle().await;
-    let s = sched.bucket_stats(A).unwrap();
+    let s = request_settled(&sched).await;
     assert_eq!((s.skipped, s.runs), (1, 0));
     assert_eq!(engine.attempts(), 0);
     assert_eq!(engine.stats().unwrap().covered_estimate, 3);
 
     // More accumulates: the next request runs.
     engine.advance_watermark(8).unwrap();
-    sched.request(A).unwrap();
-    settle().await;
-    let s = sched.bucket_stats(A).unwrap();
+    let s = request_settled(&sched).await;
     assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 8));
     assert_eq!(engine.stats().unwrap().covered_estimate, 0);
 }
@@ -345,16 +365,12 @@ async fn compaction_policy_waits_for_the_garbage_ratio() {
     let r = engine.reclaimable().unwrap();
     assert!((r.garbage_ratio() - 0.3).abs() < 1e-9, "{r:?}");
 
-    sched.request(A).unwrap();
-    settle().await;
-    assert_eq!(sched.bucket_stats(A).unwrap().skipped, 1);
+    assert_eq!(request_settled(&sched).await.skipped, 1);
     assert_eq!(engine.attempts(), 0, "below the ratio: no reclaim");
 
     // Half the bytes covered: the ratio is reached and the reclaim runs.
     engine.advance_watermark(5).unwrap();
-    sched.request(A).unwrap();
-    settle().await;
-    let s = sched.bucket_stats(A).unwrap();
+    let s = request_settled(&sched).await;
     assert_eq!((s.skipped, s.runs, s.entries_removed), (1, 1, 5));
     assert_eq!(engine.reclaimable().unwrap().covered.entries, 0);
     // A sweeping backend keeps the sweeping default.
@@ -366,15 +382,8 @@ async fn compaction_policy_waits_for_the_garbage_ratio() {
 
 #[tokio::test(start_paused = true)]
 async fn failed_reclaims_are_retried_with_backoff_and_data_is_untouched() {
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    engine.fail_next.store(3, Ordering::SeqCst);
-    let sched = scheduler(
-        config()
-            .with_retry_backoff(Duration::from_millis(100), Duration::from_millis(250))
-            .with_max_retries(5),
-    );
-    sched.register(A, engine.clone()).unwrap();
+    let ms = Duration::from_millis;
+    let (probe, engine, sched) = failing_a(3, (ms(100), ms(250)), 5);
     let t0 = Instant::now();
     let before = engine.inner.entries().unwrap();
 
@@ -387,7 +396,6 @@ async fn failed_reclaims_are_retried_with_backoff_and_data_is_untouched() {
     assert_eq!(engine.inner.entries().unwrap(), before);
 
     settle().await;
-    let ms = Duration::from_millis;
     // Backoff 100 ms, 200 ms, then capped at 250 ms.
     assert_eq!(
         engine.starts_since(t0),
@@ -402,27 +410,15 @@ async fn failed_reclaims_are_retried_with_backoff_and_data_is_untouched() {
 
 #[tokio::test(start_paused = true)]
 async fn reclaim_gives_up_after_max_retries_until_the_next_request() {
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    engine.fail_next.store(100, Ordering::SeqCst);
-    let sched = scheduler(
-        config()
-            .with_retry_backoff(Duration::from_millis(10), Duration::from_secs(1))
-            .with_max_retries(2),
-    );
-    sched.register(A, engine.clone()).unwrap();
+    let (_, engine, sched) = failing_a(100, (Duration::from_millis(10), Duration::from_secs(1)), 2);
     let before = engine.inner.entries().unwrap();
 
-    sched.request(A).unwrap();
-    settle().await;
-    let s = sched.bucket_stats(A).unwrap();
+    let s = request_settled(&sched).await;
     assert_eq!((s.failed, s.retries, s.gave_up, s.runs), (3, 2, 1, 0));
     assert_eq!(engine.inner.entries().unwrap(), before);
 
     engine.fail_next.store(0, Ordering::SeqCst);
-    sched.request(A).unwrap();
-    settle().await;
-    let s = sched.bucket_stats(A).unwrap();
+    let s = request_settled(&sched).await;
     assert_eq!((s.failed, s.gave_up, s.runs), (3, 1, 1));
     assert_eq!(engine.inner.entries().unwrap(), before[5..]);
 }
@@ -482,10 +478,7 @@ async fn shutdown_waits_for_running_reclaims_and_refuses_new_requests() {
 
 #[tokio::test(start_paused = true)]
 async fn unregister_releases_the_engine_and_unknown_buckets_are_rejected() {
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    let sched = scheduler(config());
-    sched.register(A, engine.clone()).unwrap();
+    let (_, engine, sched) = bucket_a(config());
     assert!(matches!(
         sched.register(A, engine.clone()),
         Err(BucketError::InvalidInput(_))
@@ -514,10 +507,7 @@ fn new_outside_a_runtime_is_an_error() {
 
 #[tokio::test(start_paused = true)]
 async fn forget_frees_the_id_at_once_and_the_worker_lets_go_after_its_reclaim() {
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    let sched = scheduler(config());
-    sched.register(A, engine.clone()).unwrap();
+    let (probe, engine, sched) = bucket_a(config());
     probe.gate.hold();
     sched.request(A).unwrap();
     probe.entered(1).await;
@@ -557,10 +547,7 @@ async fn settled_waits_for_the_running_and_the_waiting_reclaim() {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
-    let probe = Probe::new();
-    let engine = FakeEngine::filled(&probe, 10, 5);
-    let sched = scheduler(config().with_min_interval(Duration::ZERO));
-    sched.register(A, engine.clone()).unwrap();
+    let (probe, _engine, sched) = bucket_a(config().with_min_interval(Duration::ZERO));
     // Nothing requested yet: settled at once.
     sched.settled(A).await;
 

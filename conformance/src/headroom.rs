@@ -167,14 +167,7 @@ fn record(i: usize, j: u64) -> (Vec<u8>, Vec<u8>) {
 /// A grown bucket's watermark advanced over half its records, reclaimed and flushed; the
 /// reclaim must remove exactly the covered records.
 fn grown<E: Engine>(engine: &E) -> tidemark_engine_api::Result<()> {
-    engine.advance_watermark(WATERMARK)?;
-    let report = engine.reclaim()?;
-    let removed = report.values_removed + report.tombstones_removed;
-    if removed != WATERMARK {
-        return Err(Error::Internal(format!(
-            "reclaim below {WATERMARK} removed {removed} entries"
-        )));
-    }
+    crate::scale::advance_and_reclaim_exactly(engine, WATERMARK)?;
     engine.flush()
 }
 
@@ -182,9 +175,6 @@ fn grown<E: Engine>(engine: &E) -> tidemark_engine_api::Result<()> {
 fn check<E: Engine>(name: &str, engine: &E, i: usize) {
     for j in 0..ROUNDS * RECORDS_PER_ROUND {
         let (key, value) = record(i, j);
-        let found = engine
-            .lookup(&key)
-            .unwrap_or_else(|e| panic!("{name}: bucket {i} lookup {j}: {e}"));
         let expected = if j < WATERMARK {
             LocalLookup::Miss
         } else {
@@ -193,7 +183,7 @@ fn check<E: Engine>(name: &str, engine: &E, i: usize) {
                 bytes: value,
             }
         };
-        assert_eq!(found, expected, "{name}: bucket {i} record {j}");
+        crate::scale::assert_record(name, engine, i, j, &key, &expected);
     }
 }
 
@@ -210,13 +200,11 @@ pub fn run_isolated<B: TestedBackend>(test_name: &str, factory: &DiskFactory<B>)
 #[macro_export]
 macro_rules! headroom_case {
     ($factory:expr) => {
-        /// Buckets admitted under a soft descriptor limit of 256 all grow, reclaim and flush
-        /// without running out of descriptors; the refusal names the limit to raise to, which
-        /// then admits the whole budget. In a child process.
-        #[test]
-        fn fd_headroom() {
-            let name = $crate::child::test_name(module_path!(), "fd_headroom");
-            $crate::headroom::run_isolated(&name, &$factory);
+        $crate::__child_test! {
+            /// Buckets admitted under a soft descriptor limit of 256 all grow, reclaim and flush
+            /// without running out of descriptors; the refusal names the limit to raise to, which
+            /// then admits the whole budget. In a child process.
+            fd_headroom, $crate::headroom::run_isolated, $factory
         }
     };
 }

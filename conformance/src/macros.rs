@@ -180,3 +180,20 @@ macro_rules! __case_fns {
         }
     };
 }
+
+/// Stamps `#[test] fn $name()` that hands its full test name and `$factory` to `$run` (a
+/// `run_isolated` that re-executes the test binary for that one test, see
+/// [`crate::child::run_isolated`]). Used by the per-backend macros of the tests that run in a
+/// child process of their own.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __child_test {
+    ($(#[$attr:meta])* $name:ident, $run:path, $factory:expr) => {
+        $(#[$attr])*
+        #[test]
+        fn $name() {
+            let name = $crate::child::test_name(module_path!(), stringify!($name));
+            $run(&name, &$factory);
+        }
+    };
+}

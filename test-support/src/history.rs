@@ -277,6 +277,13 @@ mod tests {
         Ok(h.allows(key, SeededStream::claimed(answer), lo, hi)? && s.is_exact(answer))
     }
 
+    /// The value the model holds for `key` after the records below `end`.
+    fn value_at(h: &WalHistory, s: &SeededStream, key: u64, end: u64) -> Option<Vec<u8>> {
+        h.state_at(key, end)
+            .map(|st| st.put.map(|o| s.payload(o)))
+            .unwrap()
+    }
+
     #[test]
     fn an_answer_is_checked_against_the_states_in_its_range() {
         let s = one_key();
@@ -300,18 +307,8 @@ mod tests {
         assert!(check(&h, &s, 0, None, 0, 0).unwrap());
         assert!(check(&h, &s, 0, None, del + 1, del + 1).unwrap());
         assert!(!check(&h, &s, 0, None, a + 1, a + 1).unwrap());
-        assert_eq!(
-            h.state_at(0, a + 1)
-                .map(|st| st.put.map(|o| s.payload(o)))
-                .unwrap(),
-            Some(value_a)
-        );
-        assert_eq!(
-            h.state_at(0, del + 1)
-                .map(|st| st.put.map(|o| s.payload(o)))
-                .unwrap(),
-            None
-        );
+        assert_eq!(value_at(&h, &s, 0, a + 1), Some(value_a));
+        assert_eq!(value_at(&h, &s, 0, del + 1), None);
     }
 
     #[test]
@@ -322,12 +319,7 @@ mod tests {
         let unwritten = (0..1_000).find(|k| h.keys().all(|w| w != *k)).unwrap();
         assert!(check(&h, &s, unwritten, None, 10, 10).unwrap());
         assert!(!check(&h, &s, unwritten, Some(&s.payload(3)), 10, 10).unwrap());
-        assert_eq!(
-            h.state_at(unwritten, 10)
-                .map(|st| st.put.map(|o| s.payload(o)))
-                .unwrap(),
-            None
-        );
+        assert_eq!(value_at(&h, &s, unwritten, 10), None);
     }
 
     #[test]
@@ -362,13 +354,8 @@ mod tests {
                     );
                 }
                 assert_eq!(
-                    settled
-                        .state_at(key, acked)
-                        .map(|st| st.put.map(|o| s.payload(o)))
-                        .unwrap(),
-                    full.state_at(key, acked)
-                        .map(|st| st.put.map(|o| s.payload(o)))
-                        .unwrap()
+                    value_at(&settled, &s, key, acked),
+                    value_at(&full, &s, key, acked)
                 );
             }
         }

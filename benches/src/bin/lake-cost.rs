@@ -670,11 +670,5 @@ fn main() -> ExitCode {
     let result = rt
         .block_on(rt.spawn(run(args)))
         .unwrap_or_else(|e| Err(format!("the report task failed: {e}").into()));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lake-cost: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tidemark_benches::exit_code("lake-cost", result)
 }

@@ -330,11 +330,5 @@ fn run(args: &Args) -> Result<()> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("reclaim-cost: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tidemark_benches::exit_code("reclaim-cost", run(&args))
 }

@@ -142,11 +142,5 @@ fn run() -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sled-open-cost: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tidemark_benches::exit_code("sled-open-cost", run())
 }

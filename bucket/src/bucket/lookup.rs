@@ -13,8 +13,8 @@ use super::HistoricalBucket;
 use super::lake_call::LakeCall;
 use super::stats::bump;
 use crate::error::{Error, Result};
-use tidemark_engine_api::engine::Engine;
-use tidemark_engine_api::outcome::LocalLookup;
+use tidemark_engine_api::Engine;
+use tidemark_engine_api::LocalLookup;
 
 /// What the local store says about one key.
 enum Local {

@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::{Error, Result};
 use crate::lake::{LakeLookuper, LakeSnapshot};
 use crate::scheduler::{BucketId, ReclaimScheduler};
-use tidemark_engine_api::batch::WriteBatch;
-use tidemark_engine_api::engine::Engine;
-use tidemark_engine_api::handle::EngineHandle;
-use tidemark_engine_api::outcome::ApplyOutcome;
+use tidemark_engine_api::ApplyOutcome;
+use tidemark_engine_api::Engine;
+use tidemark_engine_api::EngineHandle;
+use tidemark_engine_api::WriteBatch;
 use tidemark_engine_api::sync;
 
 pub use lake_call::LakeTimeouts;

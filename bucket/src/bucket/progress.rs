@@ -9,8 +9,8 @@ use super::stats::bump;
 use crate::error::{Error, Result};
 use crate::lake::LakeSnapshot;
 use crate::scheduler::Requested;
-use tidemark_engine_api::engine::Engine;
-use tidemark_engine_api::outcome::WatermarkUpdate;
+use tidemark_engine_api::Engine;
+use tidemark_engine_api::WatermarkUpdate;
 use tidemark_engine_api::sync;
 use tidemark_engine_api::watermark::plan_adopt;
 

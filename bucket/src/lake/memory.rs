@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::faults::LakeFaults;
 use super::{LakeLookuper, LakeSnapshot};
 use crate::error::{Error, Result};
-use tidemark_engine_api::batch::{Record, WriteBatch};
+use tidemark_engine_api::{Record, WriteBatch};
 
 /// One committed snapshot: the latest value of every live key among the records below its end.
 #[derive(Debug, Default)]

@@ -24,7 +24,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use tidemark_engine_api::handle::EngineHandle;
+use tidemark_engine_api::EngineHandle;
 
 pub use config::SchedulerConfig;
 pub use policy::ReclaimPolicy;

@@ -7,7 +7,7 @@ use tokio::sync::{Notify, watch};
 
 use super::BucketId;
 use super::stats::{Event, Tally};
-use tidemark_engine_api::handle::EngineHandle;
+use tidemark_engine_api::EngineHandle;
 
 /// What became of a [`super::ReclaimScheduler::request`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -58,9 +58,7 @@ fn lake_ahead_minimal<F: EngineFactory, L: TestLake>(
     k: &str,
     last: Option<&str>,
 ) {
-    let site = support::Site::new(factory);
-    support::runtime().block_on(async {
-        let (engine, lake, _reader, bucket) = support::fresh_on::<F, L>(&site).await;
+    support::run_fresh_on::<F, L>(factory, async |engine, lake, _reader, bucket| {
         lake.append(wal.records(0, 3)).await;
         apply_one(&bucket, &wal, 0).await;
 
@@ -119,10 +117,8 @@ const RANDOM_KEYS: u64 = 24;
 /// reclaims run at random, and after every step every key answers the newest version in the WAL
 /// up to the later of the applied end and the served lake end.
 pub fn lake_ahead_randomised_trailing_applies<F: EngineFactory, L: TestLake>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = Wal::generate(0x1A4E_A4EA, RANDOM_RECORDS, RANDOM_KEYS, 4);
-    support::runtime().block_on(async {
-        let (engine, lake, _reader, bucket) = support::fresh_on::<F, L>(&site).await;
+    support::run_fresh_on::<F, L>(factory, async |engine, lake, _reader, bucket| {
         let mut rng = Rng::new(0x7EA1);
         let (mut logged, mut applied, mut committed) = (0u64, 0u64, 0u64);
         let (mut lake_ahead_steps, mut host_ahead_steps) = (0, 0);
@@ -191,8 +187,7 @@ pub fn lake_ahead_across_restart<F: EngineFactory, L: TestLake>(factory: F) {
             // The lake overtakes the host.
             support::progress::<F>(&bucket, &lake, 120).await;
             assert_eq!(engine.watermark(), 60, "{}", F::NAME);
-            support::reclaim::<F>(&bucket).await;
-            support::assert_model::<F>(&bucket, &wal, 120, "lake ahead").await;
+            support::reclaim_and_assert_model::<F>(&bucket, &wal, 120, "lake ahead").await;
             support::replay::<F>(&bucket, &wal, 60, 90).await;
             support::assert_model::<F>(&bucket, &wal, 120, "partly replayed").await;
             bucket.close().await.unwrap();
@@ -207,7 +202,6 @@ pub fn lake_ahead_across_restart<F: EngineFactory, L: TestLake>(factory: F) {
         support::assert_model::<F>(&bucket, &wal, 140, "replayed past the lake").await;
         support::progress::<F>(&bucket, &lake, 150).await;
         support::replay::<F>(&bucket, &wal, 140, 160).await;
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 160, "caught up").await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, 160, "caught up").await;
     });
 }

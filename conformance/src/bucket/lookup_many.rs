@@ -10,13 +10,9 @@ use crate::EngineFactory;
 /// lake once for all its misses, once per distinct key; a batch of local hits does not ask the
 /// lake at all.
 pub fn lookup_many_matches_lookup<F: EngineFactory>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = Wal::generate(0xBA7C4, 300, 40, 8);
-    support::runtime().block_on(async {
-        let (engine, lake, bucket) = support::fresh(&site).await;
-        support::write::<F>(&bucket, &lake, &wal, 0, 300).await;
-        support::progress::<F>(&bucket, &lake, 200).await;
-        support::reclaim::<F>(&bucket).await;
+    support::run_fresh(factory, async |engine, lake, bucket| {
+        support::write_all_and_reclaim::<F>(&bucket, &lake, &wal, 200).await;
 
         let keys = wal.keys();
         let single: Vec<_> = {

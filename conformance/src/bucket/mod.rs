@@ -5,13 +5,14 @@
 //! [`for_each_bucket_scenario!`](crate::for_each_bucket_scenario) is the **only** list of
 //! scenarios. [`bucket_cases!`](crate::bucket_cases) stamps one `#[test]` per scenario at the call
 //! site; wrap it in `mod bucket` inside the backend's module so tests read
-//! `<backend>::bucket::<scenario>`:
+//! `<backend>::bucket::<scenario>` (as [`disk_suite!`](crate::disk_suite) does for a disk
+//! backend):
 //!
 //! ```text
-//! mod sled {
-//!     tidemark_conformance::engine_cases!(tidemark_conformance::factories::SledFactory::new());
+//! mod memory {
+//!     tidemark_conformance::engine_cases!(tidemark_conformance::factories::MemoryFactory);
 //!     mod bucket {
-//!         tidemark_conformance::bucket_cases!(tidemark_conformance::factories::SledFactory::new());
+//!         tidemark_conformance::bucket_cases!(tidemark_conformance::factories::MemoryFactory);
 //!     }
 //! }
 //! ```

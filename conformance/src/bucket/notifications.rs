@@ -16,10 +16,8 @@ use crate::EngineFactory;
 /// repeated after more records are applied, advances `W` again without a second refresh. `W`
 /// never decreases, and the bucket answers the model at the end.
 pub fn repeated_and_out_of_order_notifications<F: EngineFactory>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = Wal::generate(0x0DD, 150, 24, 6);
-    support::runtime().block_on(async {
-        let (engine, lake, bucket) = support::fresh(&site).await;
+    support::run_fresh(factory, async |engine, lake, bucket| {
         support::write::<F>(&bucket, &lake, &wal, 0, 100).await;
         let s1 = lake.commit(40).unwrap();
         let s2 = lake.commit(60).unwrap();
@@ -39,8 +37,8 @@ pub fn repeated_and_out_of_order_notifications<F: EngineFactory>(factory: F) {
         assert_eq!(ignored(on(s3).await.unwrap()), 80);
         assert_eq!(refreshes(), base + 2);
         assert_eq!(lake.served(), Some(s3));
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 100, "after stale notifications").await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, 100, "after stale notifications")
+            .await;
 
         // The lake is ahead of this replica: W is clamped to the applied end.
         lake.append(wal.records(100, 150).iter().cloned()).unwrap();
@@ -59,8 +57,13 @@ pub fn repeated_and_out_of_order_notifications<F: EngineFactory>(factory: F) {
         assert_eq!(stats.notifications, 13);
         assert_eq!(stats.ignored_notifications, 7);
         assert_eq!(stats.watermark_advances, 5);
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 150, "after the clamped notifications").await;
+        support::reclaim_and_assert_model::<F>(
+            &bucket,
+            &wal,
+            150,
+            "after the clamped notifications",
+        )
+        .await;
     });
 }
 
@@ -69,13 +72,9 @@ pub fn repeated_and_out_of_order_notifications<F: EngineFactory>(factory: F) {
 /// retried. A failed refresh during recovery changes nothing either, and a failing lake lookup
 /// is an error, never "absent".
 pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = Wal::generate(0xFA11, 100, 20, 5);
-    support::runtime().block_on(async {
-        let (engine, lake, bucket) = support::fresh(&site).await;
-        support::write::<F>(&bucket, &lake, &wal, 0, 100).await;
-        let s1 = support::progress::<F>(&bucket, &lake, 40).await;
-        support::reclaim::<F>(&bucket).await;
+    support::run_fresh(factory, async |engine, lake, bucket| {
+        let s1 = support::write_all_and_reclaim::<F>(&bucket, &lake, &wal, 40).await;
 
         let s2 = lake.commit(80).unwrap();
         lake.fail_next_refreshes(1);
@@ -93,8 +92,8 @@ pub fn failed_refresh_leaves_watermark<F: EngineFactory>(factory: F) {
         let p = bucket.on_lake_progress(s2).await.unwrap();
         assert!(matches!(p, Progress::Published { .. }));
         assert_eq!(engine.watermark(), 80);
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 100, "after the retried refresh").await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, 100, "after the retried refresh")
+            .await;
 
         // A second bucket instance whose lookuper fails recovery changes nothing.
         let reader = Arc::new(lake.reader());

@@ -24,15 +24,7 @@ async fn race<F: EngineFactory>(
     while !stop.load(Ordering::SeqCst) || lookups == 0 {
         for key in wal.keys() {
             let got = bucket.lookup(&key).await.unwrap();
-            assert_eq!(
-                got.as_deref().map(show),
-                wal.answer_at(&key, end).as_deref().map(show),
-                "{}: racing lookup of {} (W = {}, lake end {})",
-                F::NAME,
-                show(&key),
-                bucket.watermark(),
-                bucket.lake_end()
-            );
+            support::assert_answer::<F>(&bucket, &wal, &key, got, end, "racing lookup");
             lookups += 1;
         }
     }
@@ -53,9 +45,7 @@ pub fn refresh_ordering_under_slow_refresh<F: EngineFactory>(factory: F) {
         let lake = Arc::new(MemoryLake::new());
         let bucket = Arc::new(HistoricalBucket::new(Arc::clone(&engine), lake.clone()));
         bucket.recover(LakeSnapshot::default()).await.unwrap();
-        support::write::<F>(&bucket, &lake, &wal, 0, 280).await;
-        let s1 = support::progress::<F>(&bucket, &lake, 100).await;
-        support::reclaim::<F>(&bucket).await;
+        let s1 = support::write_all_and_reclaim::<F>(&bucket, &lake, &wal, 100).await;
 
         // Keys whose answer in the old snapshot is stale: exactly what a premature W would expose.
         let stale: Vec<Vec<u8>> = wal

@@ -17,10 +17,8 @@ use crate::EngineFactory;
 /// lookuper without moving `W`; older and repeated snapshots are then ignored and counted. With
 /// the lake keeping only its newest snapshot, the bucket is never left on an expired one.
 pub fn republish_same_end_refreshes_lookuper<F: EngineFactory, L: TestLake>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = Wal::generate(0x5A_11E, 40, 12, 4);
-    support::runtime().block_on(async {
-        let (engine, lake, reader, bucket) = support::fresh_on::<F, L>(&site).await;
+    support::run_fresh_on::<F, L>(factory, async |engine, lake, reader, bucket| {
         support::write::<F>(&bucket, &lake, &wal, 0, 40).await;
         let s1 = lake.commit(20).await;
         assert_eq!(
@@ -74,21 +72,16 @@ pub fn republish_same_end_refreshes_lookuper<F: EngineFactory, L: TestLake>(fact
             published(bucket.on_lake_progress(s3).await.unwrap()),
             (true, 30, true)
         );
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 40, "after the end moved").await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, 40, "after the end moved").await;
     });
 }
 
 /// A republish whose refresh fails: the old snapshot stays served, nothing is published, the
 /// error surfaces and is counted; the retried notification goes through.
 pub fn republish_with_failing_refresh<F: EngineFactory>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = Wal::generate(0xFA_11ED, 40, 12, 4);
-    support::runtime().block_on(async {
-        let (engine, lake, bucket) = support::fresh(&site).await;
-        support::write::<F>(&bucket, &lake, &wal, 0, 40).await;
-        let s1 = support::progress::<F>(&bucket, &lake, 25).await;
-        support::reclaim::<F>(&bucket).await;
+    support::run_fresh(factory, async |engine, lake, bucket| {
+        let s1 = support::write_all_and_reclaim::<F>(&bucket, &lake, &wal, 25).await;
 
         let s2 = MemoryLake::compact(&lake).unwrap();
         lake.fail_next_refreshes(1);
@@ -152,18 +145,11 @@ pub fn snapshot_expiry_under_continuous_writes<F: EngineFactory, L: TestLake>(fa
                 let got = bucket.lookup(&k).await.unwrap_or_else(|e| {
                     panic!("{}: lookup {} at {applied}: {e}", F::NAME, show(&k))
                 });
-                assert_eq!(
-                    got,
-                    wal.answer_at(&k, applied),
-                    "{}: key {}",
-                    F::NAME,
-                    show(&k)
-                );
+                support::assert_answer::<F>(&bucket, &wal, &k, got, applied, "expiring lake");
             }
         }
         sched.shutdown().await;
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, wal.len(), "after the run").await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, wal.len(), "after the run").await;
         let stats = bucket.stats();
         assert_eq!(stats.lake_failures, 0, "{}", F::NAME);
         assert!(

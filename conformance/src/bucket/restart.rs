@@ -52,6 +52,36 @@ async fn close(bucket: support::Bucket) {
     bucket.close().await.unwrap();
 }
 
+/// Runs `scenario` on the runtime with a new lake of kind `L` and an eager scheduler, which is
+/// shut down after the scenario.
+fn run<L: TestLake>(scenario: impl AsyncFnOnce(&L, &ReclaimScheduler)) {
+    support::runtime().block_on(async {
+        let lake = L::create().await;
+        let sched = support::scheduler();
+        scenario(&lake, &sched).await;
+        sched.shutdown().await;
+    });
+}
+
+/// Leader A: a bucket over the site's new directory applies `0..300` of `wal`, hears of lake
+/// progress to `confirmed`, reclaims and closes; returns its watermark at the close.
+async fn first_leader<F: EngineFactory, L: TestLake>(
+    site: &support::Site<F>,
+    lake: &L,
+    sched: &ReclaimScheduler,
+    wal: &Wal,
+    confirmed: u64,
+) -> u64 {
+    let (a, _) = open(site, lake, sched);
+    a.recover(LakeSnapshot::default()).await.unwrap();
+    support::write::<F>(&a, lake, wal, 0, 300).await;
+    support::progress::<F>(&a, lake, confirmed).await;
+    support::reclaim::<F>(&a).await;
+    let watermark = a.watermark();
+    close(a).await;
+    watermark
+}
+
 /// Writes half the WAL with a trailing lake and reclaims, closes the bucket (the lake commits
 /// one more snapshot the bucket never hears about), reopens the directory, recovers from the
 /// committed snapshot, replays the WAL from the returned offset (plus some already-applied
@@ -59,15 +89,11 @@ async fn close(bucket: support::Bucket) {
 pub fn restart_mid_stream<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x4E57, 900, 40, 10);
-    support::runtime().block_on(async {
-        let lake = L::create().await;
-        let sched = support::scheduler();
-
-        let (bucket, _) = open(&site, &lake, &sched);
+    run::<L>(async |lake, sched| {
+        let (bucket, _) = open(&site, lake, sched);
         assert_eq!(bucket.recover(LakeSnapshot::default()).await.unwrap(), 0);
-        write_trailing::<F>(&bucket, &lake, &wal, 0, 500).await;
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 500, "before the restart").await;
+        write_trailing::<F>(&bucket, lake, &wal, 0, 500).await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, 500, "before the restart").await;
         let persisted_w = bucket.watermark();
         assert!(persisted_w > 0 && persisted_w < 500);
         close(bucket).await;
@@ -75,27 +101,24 @@ pub fn restart_mid_stream<F: EngineFactory, L: TestLake>(factory: F) {
         let committed = lake.commit(499).await;
         assert!(committed.end_offset > persisted_w);
 
-        let (bucket, lookuper) = open(&site, &lake, &sched);
+        let (bucket, lookuper) = open(&site, lake, sched);
         assert_eq!(bucket.watermark(), persisted_w, "W restored");
         assert_eq!(bucket.engine().applied_end(), 500, "applied end restored");
         let replay_from = bucket.recover(committed).await.unwrap();
         assert_eq!(replay_from, 500);
         assert_eq!(bucket.watermark(), 499);
         assert_eq!(L::served(&lookuper), Some(committed));
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, 500, "after recovery").await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, 500, "after recovery").await;
 
         // Replaying a little before the returned offset changes nothing.
         for batch in wal.batches(replay_from - 40, replay_from) {
             let outcome = bucket.apply(batch).await.unwrap();
             assert_eq!(outcome.applied, 0);
         }
-        write_trailing::<F>(&bucket, &lake, &wal, replay_from, wal.len()).await;
-        support::reclaim::<F>(&bucket).await;
-        support::assert_model::<F>(&bucket, &wal, wal.len(), "after the restart").await;
+        write_trailing::<F>(&bucket, lake, &wal, replay_from, wal.len()).await;
+        support::reclaim_and_assert_model::<F>(&bucket, &wal, wal.len(), "after the restart").await;
         assert!(bucket.stats().lake_fallbacks > 0);
         close(bucket).await;
-        sched.shutdown().await;
     });
 }
 
@@ -107,34 +130,26 @@ pub fn restart_mid_stream<F: EngineFactory, L: TestLake>(factory: F) {
 pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x1EAD, 400, 30, 6);
-    support::runtime().block_on(async {
-        let lake = L::create().await;
-        let sched = support::scheduler();
+    run::<L>(async |lake, sched| {
         let mut last_w = 0;
 
         // Leader A applies 0..300 but hears only of the snapshot ending at 100.
-        let (a, _) = open(&site, &lake, &sched);
-        a.recover(LakeSnapshot::default()).await.unwrap();
-        support::write::<F>(&a, &lake, &wal, 0, 300).await;
-        support::progress::<F>(&a, &lake, 100).await;
-        support::reclaim::<F>(&a).await;
-        assert_eq!(a.watermark(), 100);
-        close(a).await;
+        let a_watermark = first_leader(&site, lake, sched, &wal, 100).await;
+        assert_eq!(a_watermark, 100);
 
         // The rest of the WAL exists (another replica wrote it); the lake commits up to 250.
         lake.append(wal.records(300, 400)).await;
         let s2 = lake.commit(250).await;
 
         // B: persisted W = 100 is older than the committed snapshot.
-        let (b, _) = open(&site, &lake, &sched);
+        let (b, _) = open(&site, lake, sched);
         assert_eq!(b.watermark(), 100);
         let replay_from = b.recover(s2).await.unwrap();
         assert_eq!(b.watermark(), 250, "W adopts the lake end");
         assert!(b.watermark() >= last_w);
         last_w = b.watermark();
         assert_eq!(replay_from, 300, "replay from the applied end");
-        support::reclaim::<F>(&b).await;
-        support::assert_model::<F>(&b, &wal, 300, "B after recovery").await;
+        support::reclaim_and_assert_model::<F>(&b, &wal, 300, "B after recovery").await;
         close(b).await;
 
         // C: the lake is now beyond this replica's applied end (it lags the lake).
@@ -150,7 +165,7 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory, L: TestLake>(fac
             })
             .collect();
         assert!(!overtaken.is_empty());
-        let (c, _) = open(&site, &lake, &sched);
+        let (c, _) = open(&site, lake, sched);
         assert_eq!(c.engine().applied_end(), 300);
         let replay_from = c.recover(s3).await.unwrap();
         assert_eq!(
@@ -165,11 +180,9 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory, L: TestLake>(fac
         }
         support::assert_model::<F>(&c, &wal, 350, "C after recovery, before replay").await;
         support::replay::<F>(&c, &wal, replay_from, 400).await;
-        support::reclaim::<F>(&c).await;
-        support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
+        support::reclaim_and_assert_model::<F>(&c, &wal, 400, "C after replay").await;
         assert!(c.watermark() <= lake.latest().await.end_offset);
         close(c).await;
-        sched.shutdown().await;
     });
 }
 
@@ -181,17 +194,9 @@ pub fn leader_change_with_newer_lake_snapshot<F: EngineFactory, L: TestLake>(fac
 pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::with_retention_distance(factory, 200);
     let wal = Wal::generate(0x1A66, 400, 30, 6);
-    support::runtime().block_on(async {
-        let lake = L::create().await;
-        let sched = support::scheduler();
-
+    run::<L>(async |lake, sched| {
         // Leader A applies 0..300; the lake confirms 100 (D keeps everything local).
-        let (a, _) = open(&site, &lake, &sched);
-        a.recover(LakeSnapshot::default()).await.unwrap();
-        support::write::<F>(&a, &lake, &wal, 0, 300).await;
-        support::progress::<F>(&a, &lake, 100).await;
-        support::reclaim::<F>(&a).await;
-        close(a).await;
+        first_leader(&site, lake, sched, &wal, 100).await;
 
         // Another replica wrote the rest; the lake commits beyond this replica's applied end.
         lake.append(wal.records(300, 400)).await;
@@ -211,7 +216,7 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory, L: Test
             "some overtaken key is deleted in the lake"
         );
 
-        let (b, _) = open(&site, &lake, &sched);
+        let (b, _) = open(&site, lake, sched);
         assert_eq!(b.engine().applied_end(), 300);
         assert_eq!(b.recover(committed).await.unwrap(), 350);
         assert_eq!(b.watermark(), 350);
@@ -230,16 +235,14 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory, L: Test
         close(b).await;
 
         // Restart: W = 350 is now below the applied end 380.
-        let (c, _) = open(&site, &lake, &sched);
+        let (c, _) = open(&site, lake, sched);
         assert_eq!((c.watermark(), c.engine().applied_end()), (350, 380));
         assert_eq!(c.recover(committed).await.unwrap(), 380);
         support::assert_model::<F>(&c, &wal, 380, "C after the restart").await;
         support::replay::<F>(&c, &wal, 380, 400).await;
-        support::progress::<F>(&c, &lake, 400).await;
-        support::reclaim::<F>(&c).await;
-        support::assert_model::<F>(&c, &wal, 400, "C after replay").await;
+        support::progress::<F>(&c, lake, 400).await;
+        support::reclaim_and_assert_model::<F>(&c, &wal, 400, "C after replay").await;
         close(c).await;
-        sched.shutdown().await;
     });
 }
 
@@ -250,20 +253,17 @@ pub fn lagging_replica_restart_with_retention_distance<F: EngineFactory, L: Test
 pub fn leader_change_with_older_lake_snapshot<F: EngineFactory, L: TestLake>(factory: F) {
     let site = support::Site::new(factory);
     let wal = Wal::generate(0x01D, 350, 30, 6);
-    support::runtime().block_on(async {
-        let lake = L::create().await;
-        let sched = support::scheduler();
-
-        let (a, _) = open(&site, &lake, &sched);
+    run::<L>(async |lake, sched| {
+        let (a, _) = open(&site, lake, sched);
         a.recover(LakeSnapshot::default()).await.unwrap();
-        support::write::<F>(&a, &lake, &wal, 0, 300).await;
+        support::write::<F>(&a, lake, &wal, 0, 300).await;
         let s1 = lake.commit(100).await;
-        let s2 = support::progress::<F>(&a, &lake, 250).await;
+        let s2 = support::progress::<F>(&a, lake, 250).await;
         support::reclaim::<F>(&a).await;
         assert_eq!(a.watermark(), 250);
         close(a).await;
 
-        let (b, lookuper) = open(&site, &lake, &sched);
+        let (b, lookuper) = open(&site, lake, sched);
         let replay_from = b.recover(s1).await.unwrap();
         assert_eq!(b.watermark(), 250, "W never regresses");
         assert!(b.watermark() <= lake.latest().await.end_offset);
@@ -293,12 +293,10 @@ pub fn leader_change_with_older_lake_snapshot<F: EngineFactory, L: TestLake>(fac
         ));
         assert_eq!(b.watermark(), 250);
         support::assert_model::<F>(&b, &wal, 300, "B after the lake caught up").await;
-        support::write::<F>(&b, &lake, &wal, 300, 350).await;
-        support::progress::<F>(&b, &lake, 320).await;
-        support::reclaim::<F>(&b).await;
-        support::assert_model::<F>(&b, &wal, 350, "B after more writes").await;
+        support::write::<F>(&b, lake, &wal, 300, 350).await;
+        support::progress::<F>(&b, lake, 320).await;
+        support::reclaim_and_assert_model::<F>(&b, &wal, 350, "B after more writes").await;
         assert!(b.stats().lake_behind > 0);
         close(b).await;
-        sched.shutdown().await;
     });
 }

@@ -250,6 +250,21 @@ pub async fn write<F: EngineFactory>(
     }
 }
 
+/// Writes the whole WAL (as [`write()`]), tells the bucket of a lake snapshot ending at `confirmed`
+/// and reclaims what it covers: where most scenarios stand before their first check. Returns
+/// the snapshot.
+pub async fn write_all_and_reclaim<F: EngineFactory>(
+    bucket: &Bucket,
+    lake: &impl TestLake,
+    wal: &Wal,
+    confirmed: u64,
+) -> LakeSnapshot {
+    write::<F>(bucket, lake, wal, 0, wal.len()).await;
+    let snapshot = progress::<F>(bucket, lake, confirmed).await;
+    reclaim::<F>(bucket).await;
+    snapshot
+}
+
 /// Applies `from..to` to the bucket only (a replay: the lake already has these records).
 pub async fn replay<F: EngineFactory>(bucket: &Bucket, wal: &Wal, from: u64, to: u64) {
     for batch in wal.batches(from, to) {
@@ -287,16 +302,42 @@ pub async fn assert_model<F: EngineFactory>(bucket: &Bucket, wal: &Wal, end: u64
             .lookup(&key)
             .await
             .unwrap_or_else(|e| panic!("{}: {when}: lookup {}: {e}", F::NAME, show(&key)));
-        assert_eq!(
-            got.as_deref().map(show),
-            wal.answer_at(&key, end).as_deref().map(show),
-            "{}: {when}: key {} (model at end {end}, W = {}, lake end {})",
-            F::NAME,
-            show(&key),
-            bucket.watermark(),
-            bucket.lake_end(),
-        );
+        assert_answer::<F>(bucket, wal, &key, got, end, when);
     }
+}
+
+/// Asserts that `got`, the bucket's answer for `key`, is the model's after the records below
+/// `end`.
+#[track_caller]
+pub fn assert_answer<F: EngineFactory>(
+    bucket: &Bucket,
+    wal: &Wal,
+    key: &[u8],
+    got: Option<Vec<u8>>,
+    end: u64,
+    when: &str,
+) {
+    assert_eq!(
+        got.as_deref().map(show),
+        wal.answer_at(key, end).as_deref().map(show),
+        "{}: {when}: key {} (model at end {end}, W = {}, lake end {})",
+        F::NAME,
+        show(key),
+        bucket.watermark(),
+        bucket.lake_end(),
+    );
+}
+
+/// Reclaims (as [`reclaim`]), then asserts every key answers what the model says after `end`
+/// (as [`assert_model`]): a reclaim removes only what the lake answers for.
+pub async fn reclaim_and_assert_model<F: EngineFactory>(
+    bucket: &Bucket,
+    wal: &Wal,
+    end: u64,
+    when: &str,
+) {
+    reclaim::<F>(bucket).await;
+    assert_model::<F>(bucket, wal, end, when).await;
 }
 
 /// Whether an error is the bucket refusing to answer from a lake behind the watermark.
@@ -309,28 +350,46 @@ pub fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A bucket over a new engine in `site` and a new lake, recovered from the empty lake, as most
-/// scenarios start.
-pub async fn fresh<F: EngineFactory>(site: &Site<F>) -> (Arc<F::Engine>, Arc<MemoryLake>, Bucket) {
-    fresh_with(site, None).await
+/// Runs `scenario` on [`runtime`] in a new directory with a bucket over a new engine there and a
+/// new memory lake, recovered from the empty lake, as most scenarios start: it gets the engine,
+/// the lake and the bucket.
+pub fn run_fresh<F: EngineFactory>(
+    factory: F,
+    scenario: impl AsyncFnOnce(Arc<F::Engine>, Arc<MemoryLake>, Bucket),
+) {
+    let site = Site::new(factory);
+    runtime().block_on(async {
+        let (engine, lake, bucket) = fresh_with(&site, None).await;
+        scenario(engine, lake, bucket).await;
+    });
 }
 
-/// [`fresh`] over a new lake of kind `L`: also returns the bucket's lookuper.
-pub async fn fresh_on<F: EngineFactory, L: TestLake>(
-    site: &Site<F>,
-) -> (Arc<F::Engine>, L, Arc<L::Reader>, Bucket) {
-    let engine = site.open();
-    let lake = L::create().await;
-    let reader = lake.reader();
-    let bucket = HistoricalBucket::new(Arc::clone(&engine), reader.clone());
+/// [`run_fresh`] over a new lake of kind `L`: the scenario also gets the bucket's lookuper.
+pub fn run_fresh_on<F: EngineFactory, L: TestLake>(
+    factory: F,
+    scenario: impl AsyncFnOnce(Arc<F::Engine>, L, Arc<L::Reader>, Bucket),
+) {
+    let site = Site::new(factory);
+    runtime().block_on(async {
+        let engine = site.open();
+        let lake = L::create().await;
+        let reader = lake.reader();
+        let bucket = HistoricalBucket::new(Arc::clone(&engine), reader.clone());
+        recover_new::<F>(&bucket).await;
+        scenario(engine, lake, reader, bucket).await;
+    });
+}
+
+/// Recovers a bucket over a new engine from the empty lake.
+async fn recover_new<F: EngineFactory>(bucket: &Bucket) {
     bucket
         .recover(LakeSnapshot::default())
         .await
         .unwrap_or_else(|e| panic!("{}: recover a new bucket: {e}", F::NAME));
-    (engine, lake, reader, bucket)
 }
 
-/// [`fresh`], registered with `scheduler` under [`BUCKET`] when one is given.
+/// A bucket over a new engine in `site` and a new memory lake, recovered from the empty lake
+/// and registered with `scheduler` under [`BUCKET`] when one is given.
 pub async fn fresh_with<F: EngineFactory>(
     site: &Site<F>,
     scheduler: Option<&ReclaimScheduler>,
@@ -344,10 +403,7 @@ pub async fn fresh_with<F: EngineFactory>(
             .unwrap_or_else(|e| panic!("{}: register with the scheduler: {e}", F::NAME)),
         None => bucket,
     };
-    bucket
-        .recover(LakeSnapshot::default())
-        .await
-        .unwrap_or_else(|e| panic!("{}: recover a new bucket: {e}", F::NAME));
+    recover_new::<F>(&bucket).await;
     (engine, lake, bucket)
 }
 

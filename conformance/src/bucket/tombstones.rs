@@ -1,34 +1,24 @@
 //! Values and tombstones on both sides of the watermark, before and after cleanup.
 
-use std::sync::Arc;
-
-use tidemark_bucket::HistoricalBucket;
-use tidemark_bucket::lake::{LakeSnapshot, MemoryLake};
 use tidemark_engine_api::{Engine, LocalLookup, Record};
 
 use super::support::{self, Wal};
 use crate::EngineFactory;
 
-/// The hand-written WAL: every kind of key history around `W = 10`, then `W = 16`.
+/// The hand-written WAL: every kind of key history around `W = 10`, then `W = 16`. The record at
+/// offset `o` is the `o`-th word: `k` puts `k@o`, `-k` deletes `k`.
 fn wal() -> Wal {
-    Wal::from_records(vec![
-        Record::put("below", "below@0", 0),
-        Record::put("deleted-below", "deleted-below@1", 1),
-        Record::delete("deleted-below", 2),
-        Record::put("rewritten", "rewritten@3", 3),
-        Record::put("deleted-above", "deleted-above@4", 4),
-        Record::delete("tombstone-only", 5),
-        Record::put("kept-below", "kept-below@6", 6),
-        Record::put("filler-7", "filler@7", 7),
-        Record::put("filler-8", "filler@8", 8),
-        Record::put("filler-9", "filler@9", 9),
-        Record::put("rewritten", "rewritten@10", 10),
-        Record::delete("deleted-above", 11),
-        Record::put("above", "above@12", 12),
-        Record::put("deleted-later", "deleted-later@13", 13),
-        Record::delete("deleted-later", 14),
-        Record::put("below", "below@15", 15),
-    ])
+    let history = "below deleted-below -deleted-below rewritten deleted-above -tombstone-only \
+                   kept-below filler-7 filler-8 filler-9 rewritten -deleted-above above \
+                   deleted-later -deleted-later below";
+    let records = history
+        .split_whitespace()
+        .zip(0u64..)
+        .map(|(word, offset)| match word.strip_prefix('-') {
+            Some(key) => Record::delete(key, offset),
+            None => Record::put(word, format!("{word}@{offset}"), offset),
+        });
+    Wal::from_records(records.collect())
 }
 
 fn local(bucket: &support::Bucket, key: &str) -> LocalLookup {
@@ -40,13 +30,8 @@ fn local(bucket: &support::Bucket, key: &str) -> LocalLookup {
 /// reads as deleted (the lake answers), and a local tombstone above `W` wins over an older lake
 /// value. Then `W` passes everything, all is reclaimed, and the lake answers every key.
 pub fn values_and_tombstones_across_watermark<F: EngineFactory>(factory: F) {
-    let site = support::Site::new(factory);
     let wal = wal();
-    support::runtime().block_on(async {
-        let engine = site.open();
-        let lake = Arc::new(MemoryLake::new());
-        let bucket = HistoricalBucket::new(Arc::clone(&engine), lake.clone());
-        bucket.recover(LakeSnapshot::default()).await.unwrap();
+    support::run_fresh(factory, async |engine, lake, bucket| {
         support::write::<F>(&bucket, &lake, &wal, 0, wal.len()).await;
         let end = wal.len();
 

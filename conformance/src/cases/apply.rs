@@ -2,7 +2,7 @@
 
 use tidemark_engine_api::{ApplyOutcome, Engine, LocalLookup, Record, WriteBatch};
 
-use super::util::{assert_lookup, batch, key, payload, tombstone, value};
+use super::util::{apply, assert_lookup, batch, fill, key, payload, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 /// A small WAL: batches of puts and deletes over 8 keys, offsets 0..40.
@@ -45,11 +45,8 @@ pub(crate) fn sample_wal_state() -> Vec<(Vec<u8>, LocalLookup)> {
 pub fn already_applied_skipped_and_counted<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    e.apply(&batch(
-        (0..10u64).map(|i| Record::put(key(i), payload(i, i), i)),
-    ))
-    .unwrap();
-    let replay = batch((5..15u64).map(|i| Record::put(key(i), b"REPLAYED".to_vec(), i)));
+    fill(e, 0..10);
+    let replay = batch((5..15u64).map(|i| Record::put(key(i), b"REPLAYED", i)));
     let out = e.apply(&replay).unwrap();
     assert_eq!(
         out,
@@ -79,14 +76,9 @@ pub fn already_applied_skipped_and_counted<F: EngineFactory>(factory: F) {
 pub fn covered_skipped_and_counted<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    e.apply(&batch(
-        (0..10u64).map(|i| Record::put(key(i), payload(i, i), i)),
-    ))
-    .unwrap();
+    fill(e, 0..10);
     e.advance_watermark(6).unwrap();
-    let out = e
-        .apply(&batch((3..13u64).map(|i| Record::delete(key(100 + i), i))))
-        .unwrap();
+    let out = apply(e, (3..13u64).map(|i| Record::delete(key(100 + i), i)));
     assert_eq!(
         out,
         ApplyOutcome {

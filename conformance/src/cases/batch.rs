@@ -2,7 +2,7 @@
 
 use tidemark_engine_api::{ApplyOutcome, Engine, LocalLookup, Record};
 
-use super::util::{assert_lookup, batch, key, payload, tombstone, value};
+use super::util::{apply, assert_lookup, batch, key, payload, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 /// Every record of a batch of puts and deletes over several keys is applied; the outcome counts
@@ -43,17 +43,18 @@ pub fn batch_applies_every_record<F: EngineFactory>(factory: F) {
 pub fn batch_same_key_last_wins<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    let out = e
-        .apply(&batch([
-            Record::put(b"a".to_vec(), b"first".to_vec(), 1),
-            Record::put(b"a".to_vec(), b"second".to_vec(), 1), // same offset
-            Record::put(b"b".to_vec(), b"kept?".to_vec(), 2),
-            Record::delete(b"b".to_vec(), 3), // put then delete
-            Record::delete(b"c".to_vec(), 3),
-            Record::put(b"c".to_vec(), b"back".to_vec(), 4), // delete then put
-            Record::put(b"a".to_vec(), b"third".to_vec(), 4),
-        ]))
-        .unwrap();
+    let out = apply(
+        e,
+        [
+            Record::put(b"a", b"first", 1),
+            Record::put(b"a", b"second", 1), // same offset
+            Record::put(b"b", b"kept?", 2),
+            Record::delete(b"b", 3), // put then delete
+            Record::delete(b"c", 3),
+            Record::put(b"c", b"back", 4), // delete then put
+            Record::put(b"a", b"third", 4),
+        ],
+    );
     assert_eq!((out.applied, out.applied_end), (7, 5));
     assert_lookup(e, b"a", &value(4, "third"));
     assert_lookup(e, b"b", &tombstone(3));
@@ -65,13 +66,14 @@ pub fn batch_same_key_last_wins<F: EngineFactory>(factory: F) {
 pub fn batch_offsets_with_gaps<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    let out = e
-        .apply(&batch([
-            Record::put(b"a".to_vec(), b"1".to_vec(), 10),
-            Record::put(b"b".to_vec(), b"2".to_vec(), 100),
-            Record::put(b"c".to_vec(), b"3".to_vec(), 1000),
-        ]))
-        .unwrap();
+    let out = apply(
+        e,
+        [
+            Record::put(b"a", b"1", 10),
+            Record::put(b"b", b"2", 100),
+            Record::put(b"c", b"3", 1000),
+        ],
+    );
     assert_eq!((out.applied, out.applied_end), (3, 1001));
     let out = e.put(b"gap", b"x", 500).unwrap();
     assert_eq!(
@@ -86,10 +88,10 @@ pub fn batch_offsets_with_gaps<F: EngineFactory>(factory: F) {
 pub fn empty_batch_is_noop<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    assert_eq!(e.apply(&batch([])).unwrap(), ApplyOutcome::default());
+    assert_eq!(apply(e, []), ApplyOutcome::default());
     e.put(b"a", b"1", 7).unwrap();
     assert_eq!(
-        e.apply(&batch([])).unwrap(),
+        apply(e, []),
         ApplyOutcome {
             applied_end: 8,
             ..ApplyOutcome::default()

@@ -141,7 +141,7 @@ pub fn concurrent_apply_reclaim_lookup<F: EngineFactory>(factory: F) {
     );
     assert!(s.counters.reclaim_runs >= 1);
     assert!(s.counters.reclaimed_values + s.counters.reclaimed_tombstones <= RECORDS);
-    if h.capabilities().exact_live_entries {
+    if h.capabilities().declared.exact_live_entries {
         assert_eq!(s.live_entries, live);
     }
 }

@@ -2,7 +2,7 @@
 
 use tidemark_engine_api::{Engine, Error, LocalLookup, codec};
 
-use super::util::{assert_lookup, key, payload, value};
+use super::util::{assert_lookup, assert_mentions, key, payload, value};
 use crate::{EngineFactory, Harness};
 
 /// Stored bytes that are not a valid format-1 value, each with a binary key to store them under.
@@ -37,14 +37,8 @@ fn assert_corrupt<E: Engine>(e: &E, key: &[u8], needle: &str) {
                 unreachable!()
             };
             assert_eq!(named, key, "Corrupt names the wrong key");
-            assert!(
-                text.contains(&codec::display_key(key)),
-                "message {text:?} does not show the key"
-            );
-            assert!(
-                reason.contains(needle),
-                "reason {reason:?} lacks {needle:?}"
-            );
+            assert_mentions("message", &text, &codec::display_key(key));
+            assert_mentions("reason", &reason, needle);
         }
         other => panic!("lookup of corrupt key {key:?}: expected Error::Corrupt, got {other:?}"),
     }
@@ -92,7 +86,7 @@ pub fn reclaim_keeps_and_counts_corrupt<F: EngineFactory>(factory: F) {
     );
     assert_eq!(e.stats().unwrap().counters.corrupt_kept, injected);
     // What a reclaim keeps still counts as live, where the backend counts exactly.
-    let exact = h.capabilities().exact_live_entries;
+    let exact = h.capabilities().declared.exact_live_entries;
     if exact {
         assert_eq!(e.stats().unwrap().live_entries, injected + 1);
     }

@@ -52,34 +52,22 @@ pub fn high_water_record_refuses_rollback<F: EngineFactory>(factory: F) {
         Some(HighWater::default()),
         "a new store is recorded at open"
     );
+    let recorded_as = |watermark, applied_end| {
+        Some(HighWater {
+            watermark,
+            applied_end,
+        })
+    };
     let e = h.engine();
     e.put(b"k", b"v", 4).unwrap();
     e.advance_watermark(3).unwrap();
-    assert_eq!(
-        recorded(),
-        Some(HighWater {
-            watermark: 3,
-            applied_end: 5
-        })
-    );
+    assert_eq!(recorded(), recorded_as(3, 5));
     e.put(b"k", b"w", 7).unwrap();
     e.flush().unwrap();
-    assert_eq!(
-        recorded(),
-        Some(HighWater {
-            watermark: 3,
-            applied_end: 8
-        })
-    );
+    assert_eq!(recorded(), recorded_as(3, 8));
     e.put(b"k", b"x", 9).unwrap();
     e.adopt_lake_watermark(12).unwrap();
-    assert_eq!(
-        recorded(),
-        Some(HighWater {
-            watermark: 12,
-            applied_end: 10
-        })
-    );
+    assert_eq!(recorded(), recorded_as(12, 10));
     e.put(b"z", b"z", 12).unwrap();
     h.close();
     let closed = HighWater {

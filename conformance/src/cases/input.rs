@@ -4,18 +4,13 @@ use tidemark_engine_api::{
     Engine, Error, LocalLookup, MAX_KEY_LEN, MAX_OFFSET, MAX_VALUE_LEN, Record,
 };
 
-use super::util::{assert_lookup, batch, tombstone, value};
+use super::util::{assert_lookup, assert_mentions, batch, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 #[track_caller]
 fn assert_invalid<T: std::fmt::Debug>(result: tidemark_engine_api::Result<T>, needle: &str) {
     match result {
-        Err(Error::InvalidInput(msg)) => {
-            assert!(
-                msg.contains(needle),
-                "message {msg:?} does not mention {needle:?}"
-            )
-        }
+        Err(Error::InvalidInput(msg)) => assert_mentions("message", &msg, needle),
         other => panic!("expected InvalidInput ({needle}), got {other:?}"),
     }
 }
@@ -30,19 +25,19 @@ pub fn invalid_input_rejected_nothing_written<F: EngineFactory>(factory: F) {
     e.put(b"x", b"old", 1).unwrap();
     e.advance_watermark(1).unwrap();
     let stats_before = e.stats().unwrap();
-    let ok = |offset| Record::put(b"x".to_vec(), b"NEW".to_vec(), offset);
-    let ok2 = |offset| Record::delete(b"y".to_vec(), offset);
+    let ok = |offset| Record::put(b"x", b"NEW", offset);
+    let ok2 = |offset| Record::delete(b"y", offset);
 
     let cases: Vec<(Vec<Record>, &str)> = vec![
         (
-            vec![ok(10), ok2(11), Record::put(Vec::new(), b"v".to_vec(), 12)],
+            vec![ok(10), ok2(11), Record::put(Vec::new(), b"v", 12)],
             "empty",
         ),
         (vec![Record::delete(Vec::new(), 10), ok(11)], "empty"),
         (
             vec![
                 ok(10),
-                Record::put(vec![7u8; MAX_KEY_LEN + 1], b"v".to_vec(), 11),
+                Record::put(vec![7u8; MAX_KEY_LEN + 1], b"v", 11),
                 ok2(12),
             ],
             "key",
@@ -50,28 +45,18 @@ pub fn invalid_input_rejected_nothing_written<F: EngineFactory>(factory: F) {
         (
             vec![
                 ok(10),
-                Record::put(b"big".to_vec(), vec![0u8; MAX_VALUE_LEN + 1], 11),
+                Record::put(b"big", vec![0u8; MAX_VALUE_LEN + 1], 11),
             ],
             "value",
         ),
         (
-            vec![
-                ok(10),
-                ok2(12),
-                Record::put(b"z".to_vec(), b"v".to_vec(), 11),
-            ],
+            vec![ok(10), ok2(12), Record::put(b"z", b"v", 11)],
             "backwards",
         ),
-        (
-            vec![ok(10), Record::delete(b"z".to_vec(), u64::MAX)],
-            "offset",
-        ),
+        (vec![ok(10), Record::delete(b"z", u64::MAX)], "offset"),
         // Invalid even when every record would have been skipped as already applied.
         (
-            vec![
-                Record::put(b"x".to_vec(), b"v".to_vec(), 1),
-                Record::put(Vec::new(), b"v".to_vec(), 1),
-            ],
+            vec![Record::put(b"x", b"v", 1), Record::put(Vec::new(), b"v", 1)],
             "empty",
         ),
     ];
@@ -89,7 +74,7 @@ pub fn invalid_input_rejected_nothing_written<F: EngineFactory>(factory: F) {
     let s = e.stats().unwrap();
     assert_eq!(s.counters, stats_before.counters);
     assert_eq!((s.watermark, s.applied_end), (1, 2));
-    if h.capabilities().exact_live_entries {
+    if h.capabilities().declared.exact_live_entries {
         assert_eq!(s.live_entries, 2);
     }
     // The engine is still usable.

@@ -243,8 +243,8 @@ fn run_sequence<F: EngineFactory>(
         .with_sweep_chunk_rows(3);
     let mut h = Harness::shared(Arc::clone(factory), options.clone());
     let model = MemoryEngine::new(options);
-    let exact = h.capabilities().exact_live_entries;
-    let background = h.capabilities().background_reclaim;
+    let exact = h.capabilities().declared.exact_live_entries;
+    let background = h.capabilities().declared.background_reclaim;
     // The highest threshold any removal may have used so far: `W - D`, or a `reclaim_below`
     // limit above it (background compactions during that call may use it too).
     let mut purged_below = 0u64;

@@ -4,7 +4,7 @@
 use tidemark_disk::layout;
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenMode, Record};
 
-use super::util::{assert_lookup, batch, file_snapshot, tombstone, value};
+use super::util::{apply, assert_lookup, file_snapshot, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 fn modes() -> [OpenMode; 2] {
@@ -61,12 +61,14 @@ pub fn open_existing_creates_nothing<F: EngineFactory>(factory: F) {
 pub fn read_only_open_reads_and_refuses_writes<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
     let e = h.engine();
-    e.apply(&batch([
-        Record::put(b"a".to_vec(), b"1".to_vec(), 0),
-        Record::delete(b"gone".to_vec(), 1),
-        Record::put(b"b".to_vec(), b"2".to_vec(), 2),
-    ]))
-    .unwrap();
+    apply(
+        e,
+        [
+            Record::put(b"a", b"1", 0),
+            Record::delete(b"gone", 1),
+            Record::put(b"b", b"2", 2),
+        ],
+    );
     e.advance_watermark(1).unwrap();
     let live = e.stats().unwrap().live_entries;
     h.close();
@@ -80,7 +82,7 @@ pub fn read_only_open_reads_and_refuses_writes<F: EngineFactory>(factory: F) {
         assert_lookup(&ro, b"never", &LocalLookup::Miss);
         let stats = ro.stats().unwrap();
         assert_eq!((stats.watermark, stats.applied_end), (1, 3));
-        if h.capabilities().exact_live_entries {
+        if h.capabilities().declared.exact_live_entries {
             assert_eq!(stats.live_entries, live);
         }
         let refused = |what: &str, result: tidemark_engine_api::Result<()>| match result {
@@ -98,7 +100,7 @@ pub fn read_only_open_reads_and_refuses_writes<F: EngineFactory>(factory: F) {
         assert_eq!((ro.watermark(), ro.applied_end()), (1, 3));
         assert!(ro.verify().unwrap().is_clean());
     }
-    if h.capabilities().read_only_files {
+    if h.capabilities().declared.read_only_files {
         assert_eq!(
             file_snapshot(h.path()),
             before,

@@ -2,19 +2,21 @@
 
 use tidemark_engine_api::{Engine, Error, LocalLookup, Record};
 
-use super::util::{assert_lookup, batch, tombstone, value};
+use super::util::{apply, assert_lookup, batch, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 /// Reopen restores values, tombstones, misses, the watermark and the applied end.
 pub fn reopen_restores_data<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
     let e = h.engine();
-    e.apply(&batch([
-        Record::put(b"a".to_vec(), b"1".to_vec(), 0),
-        Record::put(vec![0u8, 0xff], vec![0xffu8, 0], 1),
-        Record::delete(b"gone".to_vec(), 2),
-    ]))
-    .unwrap();
+    apply(
+        e,
+        [
+            Record::put(b"a", b"1", 0),
+            Record::put(vec![0u8, 0xff], vec![0xffu8, 0], 1),
+            Record::delete(b"gone", 2),
+        ],
+    );
     e.put(b"a", b"2", 5).unwrap();
     e.advance_watermark(3).unwrap();
     let e = h.reopen();
@@ -35,7 +37,7 @@ pub fn reopen_restores_data<F: EngineFactory>(factory: F) {
 pub fn covered_estimate_survives_reopen<F: EngineFactory>(factory: F) {
     let mut h = Harness::new(factory);
     let e = h.engine();
-    let mut one = batch((0..10).map(|i| Record::put(format!("a{i}"), b"v".to_vec(), i)));
+    let mut one = batch((0..10).map(|i| Record::put(format!("a{i}"), b"v", i)));
     one.put("far", "v", 1_000_000);
     e.apply(&one).unwrap();
     for i in 0..10 {
@@ -176,7 +178,7 @@ pub fn missing_directory_created<F: EngineFactory>(factory: F) {
 pub fn foreign_directory_rejected<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let name = h.backend();
-    let opts = h.options().clone();
+    let opts = h.options();
     let marker = tidemark_disk::layout::MARKER_FILE;
     let prepare = |dir: &str, file: &str, text: &str| {
         let path = h.scratch().join(dir);
@@ -193,40 +195,38 @@ pub fn foreign_directory_rejected<F: EngineFactory>(factory: F) {
         names
     };
 
+    // Opens `path`, expecting the refusal `accept` takes, and checks nothing was written there.
+    let refuse =
+        |path: &std::path::Path, what: &str, expected: &str, accept: &dyn Fn(&Error) -> bool| {
+            let before = listing(path);
+            match h.factory().open(path, opts.clone()) {
+                Err(e) if accept(&e) => {}
+                Err(e) => panic!("{what}: expected {expected}, got {e}"),
+                Ok(_) => panic!("opened {what} as {name}"),
+            }
+            assert_eq!(listing(path), before, "files were written into {what}");
+        };
+
     let other = if name == "memory" { "sled" } else { "memory" };
     let path = prepare("other", marker, &format!("backend={other}\nformat=1\n"));
-    let before = listing(&path);
-    match h.factory().open(&path, opts.clone()) {
-        Err(Error::WrongBackend { found, .. }) => assert_eq!(found, other),
-        Err(e) => panic!("expected WrongBackend, got {e}"),
-        Ok(_) => panic!("opened a {other} directory as {name}"),
-    }
-    assert_eq!(
-        listing(&path),
-        before,
-        "files were written into a {other} directory"
+    refuse(
+        &path,
+        &format!("a {other} directory"),
+        "WrongBackend",
+        &|e| matches!(e, Error::WrongBackend { found, .. } if found == other),
     );
 
     let path = prepare("newer", marker, &format!("backend={name}\nformat=99\n"));
-    match h.factory().open(&path, opts.clone()) {
-        Err(Error::UnsupportedFormat { found: 99, .. }) => {}
-        Err(e) => panic!("expected UnsupportedFormat, got {e}"),
-        Ok(_) => panic!("opened a format-99 directory"),
-    }
+    refuse(&path, "a format-99 directory", "UnsupportedFormat", &|e| {
+        matches!(e, Error::UnsupportedFormat { found: 99, .. })
+    });
 
     let path = prepare("stray", "precious.dat", "not a store");
-    let before = listing(&path);
-    match h.factory().open(&path, opts) {
-        Err(Error::ForeignDirectory { reason, .. }) => {
-            assert!(reason.contains("precious.dat"), "{reason}")
-        }
-        Err(e) => panic!("expected ForeignDirectory, got {e}"),
-        Ok(_) => panic!("opened a directory holding foreign files"),
-    }
-    assert_eq!(
-        listing(&path),
-        before,
-        "files were written into a foreign directory"
+    refuse(
+        &path,
+        "a directory holding foreign files",
+        "ForeignDirectory naming precious.dat",
+        &|e| matches!(e, Error::ForeignDirectory { reason, .. } if reason.contains("precious.dat")),
     );
     assert_eq!(
         std::fs::read_to_string(path.join("precious.dat")).unwrap(),

@@ -1,20 +1,24 @@
 //! `reclaim`: exactly the covered values and tombstones, retention distance, no resurrection.
 
-use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record};
+use std::ops::Range;
 
-use super::util::{assert_lookup, batch, key, noise, payload, tombstone, value};
+use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, ReclaimReport, Record};
+
+use super::util::{apply, assert_lookup, key, noise, payload, tombstone, value};
 use crate::{EngineFactory, Harness};
 
 /// Key `i` at offset `i`, a tombstone when `i % 3 == 2`, otherwise a value.
-fn fill_mixed<E: Engine>(e: &E, range: std::ops::Range<u64>) {
-    e.apply(&batch(range.map(|i| {
-        if i % 3 == 2 {
-            Record::delete(key(i), i)
-        } else {
-            Record::put(key(i), payload(i, i), i)
-        }
-    })))
-    .unwrap();
+fn fill_mixed<E: Engine>(e: &E, range: Range<u64>) {
+    apply(
+        e,
+        range.map(|i| {
+            if i % 3 == 2 {
+                Record::delete(key(i), i)
+            } else {
+                Record::put(key(i), payload(i, i), i)
+            }
+        }),
+    );
 }
 
 fn mixed(i: u64) -> LocalLookup {
@@ -25,7 +29,38 @@ fn mixed(i: u64) -> LocalLookup {
     }
 }
 
-fn count_mixed(range: std::ops::Range<u64>) -> (u64, u64) {
+/// Asserts a reclaim over the keys `fill_mixed(e, 0..end)` wrote: its report (as
+/// [`assert_report`]), then every key: those below `removed.end` gone, the others as written.
+#[track_caller]
+fn assert_reclaimed<E: Engine>(
+    e: &E,
+    r: &ReclaimReport,
+    threshold: u64,
+    removed: Range<u64>,
+    end: u64,
+) {
+    let cut = removed.end;
+    assert_report(r, threshold, removed);
+    for i in 0..end {
+        let expected = if i < cut { LocalLookup::Miss } else { mixed(i) };
+        assert_lookup(e, &key(i), &expected);
+    }
+}
+
+/// Asserts a reclaim over `fill_mixed` keys: its threshold, exactly the values and tombstones
+/// of the keys in `removed`, and no corrupt entry kept.
+#[track_caller]
+fn assert_report(r: &ReclaimReport, threshold: u64, removed: Range<u64>) {
+    assert_eq!(r.threshold, threshold, "reclaim threshold");
+    assert_eq!(
+        (r.values_removed, r.tombstones_removed),
+        count_mixed(removed),
+        "values and tombstones removed"
+    );
+    assert_eq!(r.corrupt_kept, 0, "corrupt entries kept");
+}
+
+fn count_mixed(range: Range<u64>) -> (u64, u64) {
     let tombstones = range.clone().filter(|i| i % 3 == 2).count() as u64;
     (range.count() as u64 - tombstones, tombstones)
 }
@@ -37,21 +72,9 @@ pub fn reclaim_removes_exactly_covered<F: EngineFactory>(factory: F) {
     let e = h.engine();
     fill_mixed(e, 0..30);
     e.advance_watermark(17).unwrap();
-    let r = e.reclaim().unwrap();
-    assert_eq!(r.threshold, 17);
-    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..17));
-    assert_eq!(r.corrupt_kept, 0);
-    for i in 0..17 {
-        assert_lookup(e, &key(i), &LocalLookup::Miss);
-    }
-    for i in 17..30 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
-    let again = e.reclaim().unwrap();
-    assert_eq!((again.threshold, again.removed()), (17, 0));
-    for i in 17..30 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim().unwrap(), 17, 0..17, 30);
+    // A second reclaim finds nothing.
+    assert_reclaimed(e, &e.reclaim().unwrap(), 17, 17..17, 30);
 }
 
 /// Reclaim is incremental: after more writes and a higher watermark it removes only the newly
@@ -61,17 +84,10 @@ pub fn reclaim_is_incremental<F: EngineFactory>(factory: F) {
     let e = h.engine();
     fill_mixed(e, 0..20);
     e.advance_watermark(8).unwrap();
-    assert_eq!(e.reclaim().unwrap().removed(), 8);
+    assert_reclaimed(e, &e.reclaim().unwrap(), 8, 0..8, 20);
     fill_mixed(e, 20..40);
     e.advance_watermark(31).unwrap();
-    let r = e.reclaim().unwrap();
-    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(8..31));
-    for i in 0..31 {
-        assert_lookup(e, &key(i), &LocalLookup::Miss);
-    }
-    for i in 31..40 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim().unwrap(), 31, 8..31, 40);
 }
 
 /// With `W = 0` nothing is covered and reclaim removes nothing.
@@ -79,11 +95,7 @@ pub fn reclaim_with_zero_watermark_removes_nothing<F: EngineFactory>(factory: F)
     let h = Harness::new(factory);
     let e = h.engine();
     fill_mixed(e, 0..15);
-    let r = e.reclaim().unwrap();
-    assert_eq!((r.threshold, r.removed(), r.corrupt_kept), (0, 0, 0));
-    for i in 0..15 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim().unwrap(), 0, 0..0, 15);
     assert_eq!(e.stats().unwrap().covered_estimate, 0);
 }
 
@@ -94,15 +106,7 @@ pub fn retention_distance_keeps_margin<F: EngineFactory>(factory: F) {
     let e = h.engine();
     fill_mixed(e, 0..20);
     e.advance_watermark(10).unwrap();
-    let r = e.reclaim().unwrap();
-    assert_eq!(r.threshold, 7);
-    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..7));
-    for i in 0..7 {
-        assert_lookup(e, &key(i), &LocalLookup::Miss);
-    }
-    for i in 7..20 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim().unwrap(), 7, 0..7, 20);
     // Covered-on-apply still uses W itself, not W - D.
     let out = e.put(&key(8), b"late", 8).unwrap();
     assert_eq!(out.covered, 1);
@@ -111,11 +115,7 @@ pub fn retention_distance_keeps_margin<F: EngineFactory>(factory: F) {
     let e = &wide;
     fill_mixed(e, 0..20);
     e.advance_watermark(20).unwrap();
-    let r = e.reclaim().unwrap();
-    assert_eq!((r.threshold, r.removed()), (0, 0));
-    for i in 0..20 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim().unwrap(), 0, 0..0, 20);
 }
 
 /// A key rewritten at or above the watermark survives the reclaim of its old, covered version
@@ -194,48 +194,21 @@ pub fn reclaim_below_removes_exactly_below_threshold<F: EngineFactory>(factory: 
     let e = h.engine();
     fill_mixed(e, 0..30);
     // W = 0: nothing is below it, whatever the threshold.
-    let r = e.reclaim_below(10).unwrap();
-    assert_eq!((r.threshold, r.removed(), r.corrupt_kept), (0, 0, 0));
-    for i in 0..30 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim_below(10).unwrap(), 0, 0..0, 30);
 
     e.advance_watermark(20).unwrap();
     // `reclaim` would stop at W - D = 12; `reclaim_below(16)` goes to 16.
-    let r = e.reclaim_below(16).unwrap();
-    assert_eq!(r.threshold, 16);
-    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..16));
-    assert_eq!(r.corrupt_kept, 0);
-    for i in 0..16 {
-        assert_lookup(e, &key(i), &LocalLookup::Miss);
-    }
-    for i in 16..30 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim_below(16).unwrap(), 16, 0..16, 30);
 
     // A threshold beyond W stops at W.
-    let r = e.reclaim_below(1_000).unwrap();
-    assert_eq!(r.threshold, 20);
-    assert_eq!(
-        (r.values_removed, r.tombstones_removed),
-        count_mixed(16..20)
-    );
-    for i in 0..20 {
-        assert_lookup(e, &key(i), &LocalLookup::Miss);
-    }
-    for i in 20..30 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    assert_reclaimed(e, &e.reclaim_below(1_000).unwrap(), 20, 16..20, 30);
 
     // Nothing is left below W: a repeat, lower thresholds and a plain reclaim find nothing.
     for t in [1_000, 5, 0] {
-        let r = e.reclaim_below(t).unwrap();
-        assert_eq!((r.threshold, r.removed()), (t.min(20), 0));
+        assert_reclaimed(e, &e.reclaim_below(t).unwrap(), t.min(20), 20..20, 30);
     }
-    assert_eq!(e.reclaim().unwrap().removed(), 0);
-    for i in 20..30 {
-        assert_lookup(e, &key(i), &mixed(i));
-    }
+    // A plain reclaim stops at W - D = 12.
+    assert_reclaimed(e, &e.reclaim().unwrap(), 12, 20..20, 30);
     assert_eq!((e.watermark(), e.applied_end()), (20, 30));
     let c = e.stats().unwrap().counters;
     assert_eq!(
@@ -258,21 +231,17 @@ pub fn reclaim_below_purges_a_lagging_replica<F: EngineFactory>(factory: F) {
     e.advance_watermark(10).unwrap();
     assert_eq!(e.reclaim().unwrap().removed(), 0, "D = 50 keeps everything");
     assert!(e.adopt_lake_watermark(25).unwrap().moved);
-    let r = e.reclaim_below(25).unwrap();
-    assert_eq!(r.threshold, 25);
-    assert_eq!((r.values_removed, r.tombstones_removed), count_mixed(0..20));
-    for i in 0..20 {
-        assert_lookup(e, &key(i), &LocalLookup::Miss);
-    }
+    assert_reclaimed(e, &e.reclaim_below(25).unwrap(), 25, 0..20, 20);
     // The replay from the lake end.
-    e.apply(&batch([
-        Record::put(key(3), b"replayed".to_vec(), 25),
-        Record::delete(key(4), 26),
-        Record::put(key(30), b"new".to_vec(), 27),
-    ]))
-    .unwrap();
-    let r = e.reclaim_below(25).unwrap();
-    assert_eq!((r.threshold, r.removed()), (25, 0));
+    apply(
+        e,
+        [
+            Record::put(key(3), b"replayed", 25),
+            Record::delete(key(4), 26),
+            Record::put(key(30), b"new", 27),
+        ],
+    );
+    assert_report(&e.reclaim_below(25).unwrap(), 25, 25..25);
     assert_lookup(e, &key(3), &value(25, "replayed"));
     assert_lookup(e, &key(4), &tombstone(26));
     assert_lookup(e, &key(30), &value(27, "new"));

@@ -1,5 +1,5 @@
 //! Space on disk under a trailing lake: a disk backend's bytes stay within the multiple of the
-//! uncovered window its factory states ([`crate::EngineFactory::window_multiple`]), and a bucket
+//! uncovered window it declares (`window_multiple` of [`crate::Capabilities::declared`]), and a bucket
 //! the lake has wholly absorbed gives its space back.
 
 use std::collections::HashMap;
@@ -117,14 +117,8 @@ impl Sample {
 /// half at most its stated peak multiple of them. Then every key written answers exactly: its latest record when the window holds
 /// it, a miss when the lake covers it (the last reclaim removed it).
 pub fn bytes_on_disk_bounded_by_the_window<F: EngineFactory>(factory: F) {
-    let Some(multiple) = factory.window_multiple() else {
-        panic!(
-            "{}: a backend whose store lives in files states its window multiple \
-             (EngineFactory::window_multiple)",
-            F::NAME
-        );
-    };
-    let peak = factory.window_peak_multiple().unwrap_or(multiple);
+    let declared = factory.capabilities().declared;
+    let (multiple, peak) = (declared.window_multiple, declared.window_peak_multiple);
     // Unsynced writes, as the suite's other long workloads use: durability is not what is
     // measured, and a watermark change makes everything before it durable anyway.
     let h = Harness::with_options(factory, EngineOptions::default().with_sync_writes(false));
@@ -238,7 +232,7 @@ pub fn covered_bucket_gives_its_space_back<F: EngineFactory>(factory: F) {
     e.wait_for_background_work().unwrap();
     let drained = e.stats().unwrap();
     assert_eq!(drained.watermark, DRAINED_RECORDS);
-    if h.capabilities().exact_live_entries {
+    if h.capabilities().declared.exact_live_entries {
         assert_eq!(drained.live_entries, 0, "{}", F::NAME);
     }
     assert!(

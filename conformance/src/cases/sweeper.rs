@@ -1,14 +1,15 @@
 //! The offset-index sweeper (§ Backends / Sweeper): its work follows the covered range, and what it
-//! cannot read it keeps. Runs on every backend with [`Capabilities::offset_index`].
+//! cannot read it keeps. Runs on every backend that declares an `offset_index`
+//! ([`Capabilities::declared`]).
 //!
-//! [`Capabilities::offset_index`]: crate::Capabilities::offset_index
+//! [`Capabilities::declared`]: crate::Capabilities::declared
 
 use std::sync::{Arc, Mutex};
 
 use tidemark_disk::sweeper::SweepTotals;
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record};
 
-use super::util::{batch, key};
+use super::util::{apply, key};
 use crate::{EngineFactory, Harness};
 
 /// A sweep visits exactly the index rows below the threshold — covered entries plus stale rows
@@ -27,16 +28,16 @@ pub fn sweep_visits_only_covered_index_rows<F: EngineFactory>(factory: F) {
     let h = Harness::with_options(factory, options);
     let e = h.engine();
     for first in (0..ROWS).step_by(1_000) {
-        e.apply(&batch(
+        apply(
+            e,
             (first..first + 1_000).map(|i| Record::put(key(i), b"v", i)),
-        ))
-        .unwrap();
+        );
     }
     // The first REWRITTEN keys get a newer version: their index rows below W are now stale.
-    e.apply(&batch(
+    apply(
+        e,
         (0..REWRITTEN).map(|i| Record::put(key(i), b"new", ROWS + i)),
-    ))
-    .unwrap();
+    );
     e.advance_watermark(COVERED).unwrap();
     assert_eq!(e.stats().unwrap().covered_estimate, COVERED);
 
@@ -90,8 +91,7 @@ pub fn sweep_visits_only_covered_index_rows<F: EngineFactory>(factory: F) {
 pub fn unreadable_index_rows_are_kept_and_counted<F: EngineFactory>(factory: F) {
     let h = Harness::with_options(factory, EngineOptions::default().with_sync_writes(false));
     let e = h.engine();
-    e.apply(&batch((0..4).map(|i| Record::put(key(i), b"v", i))))
-        .unwrap();
+    apply(e, (0..4).map(|i| Record::put(key(i), b"v", i)));
     // Sorts below every threshold's upper bound.
     h.factory().inject_index_row(e, &[0, 0, 0]).unwrap();
     e.advance_watermark(4).unwrap();
@@ -118,8 +118,7 @@ pub fn purge_sweep_ignores_distance_and_drops_stale_rows<F: EngineFactory>(facto
         .with_retention_distance(10);
     let h = Harness::with_options(factory, options);
     let e = h.engine();
-    e.apply(&batch((0..30).map(|i| Record::put(key(i), b"v", i))))
-        .unwrap();
+    apply(e, (0..30).map(|i| Record::put(key(i), b"v", i)));
     // key 3 @3 is now stale; its tombstone is @30.
     e.delete(&key(3), 30).unwrap();
     e.delete(b"gone", 31).unwrap();

@@ -11,7 +11,7 @@
 
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, Record};
 
-use super::util::{batch, key, payload, value};
+use super::util::{apply, batch, fill, key, payload, value};
 use crate::hostile::damage::copy_tree;
 use crate::{EngineFactory, Harness};
 
@@ -41,7 +41,7 @@ pub fn copies_of_an_unsynced_store_open_to_a_durable_prefix<F: EngineFactory>(fa
     let mut durable_end = 0;
     for b in 0..24u64 {
         let first = b * BATCH;
-        e.apply(&batch((first..first + BATCH).map(record))).unwrap();
+        apply(e, (first..first + BATCH).map(record));
         if b % 6 == 5 {
             // Durable whatever sync_writes says, with every apply before it.
             e.advance_watermark(e.applied_end() - 15).unwrap();
@@ -118,19 +118,13 @@ fn check_keys<E: Engine>(e: &E, end: u64, w: u64, name: &str) {
 pub fn unsynced_writes_survive_a_clean_close<F: EngineFactory>(factory: F) {
     let mut h = Harness::with_options(factory, EngineOptions::default().with_sync_writes(false));
     let e = h.engine();
-    e.apply(&batch(
-        (0..40).map(|i| Record::put(key(i), payload(i, i), i)),
-    ))
-    .unwrap();
+    fill(e, 0..40);
     e.flush().unwrap();
     assert_eq!(e.adopt_lake_watermark(20).unwrap().current, 20);
     // After the last durable point (a watermark change makes every earlier apply durable): only
     // the close itself can keep these.
-    e.apply(&batch(
-        (40..100).map(|i| Record::put(key(i), payload(i, i), i)),
-    ))
-    .unwrap();
-    e.apply(&batch([Record::delete(key(3), 100)])).unwrap();
+    fill(e, 40..100);
+    apply(e, [Record::delete(key(3), 100)]);
 
     let e = h.reopen();
     assert_eq!((e.watermark(), e.applied_end()), (20, 101));

@@ -1,9 +1,10 @@
 //! Small helpers shared by the cases.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use tidemark_engine_api::{Engine, LocalLookup, Record, WriteBatch};
+use tidemark_engine_api::{ApplyOutcome, Engine, LocalLookup, Record, WriteBatch};
 pub use tidemark_test_support::rng::SplitMix64;
 
 /// `LocalLookup::Value`.
@@ -28,9 +29,35 @@ pub fn assert_lookup<E: Engine + ?Sized>(engine: &E, key: &[u8], expected: &Loca
     assert_eq!(&got, expected, "lookup of key {key:?}");
 }
 
+/// Asserts that `text` (`what` it is: a message, a reason) mentions `needle`.
+#[track_caller]
+pub fn assert_mentions(what: &str, text: &str, needle: &str) {
+    assert!(
+        text.contains(needle),
+        "{what} {text:?} does not mention {needle:?}"
+    );
+}
+
 /// A batch from records.
 pub fn batch(records: impl IntoIterator<Item = Record>) -> WriteBatch {
     records.into_iter().collect()
+}
+
+/// Applies one batch of `records`, which must succeed, and returns its outcome.
+#[track_caller]
+pub fn apply<E: Engine + ?Sized>(
+    engine: &E,
+    records: impl IntoIterator<Item = Record>,
+) -> ApplyOutcome {
+    engine
+        .apply(&batch(records))
+        .unwrap_or_else(|e| panic!("apply: {e}"))
+}
+
+/// Applies one batch that puts `key(i)` = `payload(i, i)` at offset `i` for every `i` in `range`.
+#[track_caller]
+pub fn fill<E: Engine + ?Sized>(engine: &E, range: Range<u64>) {
+    apply(engine, range.map(|i| Record::put(key(i), payload(i, i), i)));
 }
 
 /// The key `k<i>`.

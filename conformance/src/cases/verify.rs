@@ -1,10 +1,10 @@
 //! The offline consistency check (§ Engine contract / verify): a consistent store is clean and
 //! counted; each kind of damage is found, with its keys, and nothing else; nothing is changed.
 
-use tidemark_disk::sweeper::index_key;
+use tidemark_disk::offset_index::index_key;
 use tidemark_engine_api::{Damage, Engine, Record, VerifyReport, codec};
 
-use super::util::batch;
+use super::util::apply;
 use crate::{EngineFactory, Harness};
 
 /// Runs `verify` twice and checks it changed nothing: the same report, `W` and applied end.
@@ -40,21 +40,25 @@ fn keys(list: &[&[u8]]) -> Vec<Vec<u8>> {
 /// The sample store: values and tombstones, a key overwritten (a stale index row where there is
 /// an index), a reclaim behind `W`, and one covered entry left for the next reclaim.
 fn write_sample<E: Engine>(e: &E) {
-    e.apply(&batch([
-        Record::put(b"a".to_vec(), b"1".to_vec(), 0),
-        Record::delete(b"b".to_vec(), 1),
-        Record::put(b"c".to_vec(), b"3".to_vec(), 2),
-    ]))
-    .unwrap();
+    apply(
+        e,
+        [
+            Record::put(b"a", b"1", 0),
+            Record::delete(b"b", 1),
+            Record::put(b"c", b"3", 2),
+        ],
+    );
     e.advance_watermark(2).unwrap();
     e.reclaim().unwrap();
-    e.apply(&batch([
-        Record::put(b"k".to_vec(), b"old".to_vec(), 3),
-        Record::put(b"k".to_vec(), b"new".to_vec(), 5),
-        Record::delete(b"t".to_vec(), 6),
-        Record::put(b"u".to_vec(), b"".to_vec(), 7),
-    ]))
-    .unwrap();
+    apply(
+        e,
+        [
+            Record::put(b"k", b"old", 3),
+            Record::put(b"k", b"new", 5),
+            Record::delete(b"t", 6),
+            Record::put(b"u", b"", 7),
+        ],
+    );
     e.advance_watermark(3).unwrap();
 }
 
@@ -77,10 +81,10 @@ pub fn verify_clean_store<F: EngineFactory>(factory: F) {
     // The first reclaim (W = 2) removed a@0 and b@1: c@2, k@5, u@7 and the tombstone t@6 stay.
     assert_eq!((r.values, r.tombstones), (3, 1), "{r:?}");
     // c@2 is below W = 3 and not reclaimed yet (RocksDB's own compactions may have done it).
-    if !h.capabilities().background_reclaim {
+    if !h.capabilities().declared.background_reclaim {
         assert_eq!(r.covered, 1, "{r:?}");
     }
-    if h.capabilities().offset_index {
+    if h.capabilities().declared.offset_index {
         // c@2, k@3 (stale: k now holds 5), k@5, t@6, u@7.
         assert_eq!((r.index_rows, r.stale_index_rows), (Some(5), 1), "{r:?}");
     } else {
@@ -156,7 +160,7 @@ pub fn verify_reports_lagging_watermark_without_damage<F: EngineFactory>(factory
     assert!(r.is_clean(), "{r:?}");
     assert!(r.watermark_above_applied_end());
     assert_eq!((r.watermark, r.applied_end), (20, 8));
-    if !h.capabilities().background_reclaim {
+    if !h.capabilities().declared.background_reclaim {
         assert_eq!(r.covered, r.values + r.tombstones, "{r:?}");
     }
 }

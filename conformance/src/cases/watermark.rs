@@ -2,7 +2,7 @@
 
 use tidemark_engine_api::{Engine, LocalLookup, Record, WatermarkUpdate};
 
-use super::util::{assert_lookup, batch, key, payload, value};
+use super::util::{apply, assert_lookup, fill, key, payload, value};
 use crate::{EngineFactory, Harness};
 
 fn moved(previous: u64, requested: u64, current: u64) -> WatermarkUpdate {
@@ -18,9 +18,20 @@ fn unchanged(current: u64, requested: u64) -> WatermarkUpdate {
     WatermarkUpdate::unchanged(current, requested)
 }
 
-fn fill<E: Engine>(e: &E, range: std::ops::Range<u64>) {
-    e.apply(&batch(range.map(|i| Record::put(key(i), payload(i, i), i))))
-        .unwrap();
+/// Unwraps the update of a watermark change, checking that `watermark()` then says what it
+/// reports.
+#[track_caller]
+fn checked<E: Engine>(
+    e: &E,
+    change: tidemark_engine_api::Result<WatermarkUpdate>,
+) -> WatermarkUpdate {
+    let update = change.unwrap();
+    assert_eq!(
+        e.watermark(),
+        update.current,
+        "watermark() after {update:?}"
+    );
+    update
 }
 
 /// Advancing reports previous / requested / current / moved and is visible through
@@ -29,11 +40,9 @@ pub fn watermark_advances_and_reports<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
     fill(e, 0..10);
-    assert_eq!(e.advance_watermark(4).unwrap(), moved(0, 4, 4));
-    assert_eq!(e.watermark(), 4);
+    assert_eq!(checked(e, e.advance_watermark(4)), moved(0, 4, 4));
     assert_eq!(e.stats().unwrap().watermark, 4);
-    assert_eq!(e.advance_watermark(7).unwrap(), moved(4, 7, 7));
-    assert_eq!(e.watermark(), 7);
+    assert_eq!(checked(e, e.advance_watermark(7)), moved(4, 7, 7));
 }
 
 /// A repeated request and a stale (lower) one change nothing and say so.
@@ -42,12 +51,10 @@ pub fn watermark_repeat_and_stale_are_noops<F: EngineFactory>(factory: F) {
     let e = h.engine();
     fill(e, 0..10);
     e.advance_watermark(6).unwrap();
-    assert_eq!(e.advance_watermark(6).unwrap(), unchanged(6, 6));
-    assert_eq!(e.advance_watermark(2).unwrap(), unchanged(6, 2));
-    assert_eq!(e.advance_watermark(0).unwrap(), unchanged(6, 0));
-    assert_eq!(e.watermark(), 6);
-    assert_eq!(e.adopt_lake_watermark(5).unwrap(), unchanged(6, 5));
-    assert_eq!(e.watermark(), 6);
+    assert_eq!(checked(e, e.advance_watermark(6)), unchanged(6, 6));
+    assert_eq!(checked(e, e.advance_watermark(2)), unchanged(6, 2));
+    assert_eq!(checked(e, e.advance_watermark(0)), unchanged(6, 0));
+    assert_eq!(checked(e, e.adopt_lake_watermark(5)), unchanged(6, 5));
 }
 
 /// The watermark is clamped to the applied end: it never covers offsets this engine has not
@@ -55,18 +62,15 @@ pub fn watermark_repeat_and_stale_are_noops<F: EngineFactory>(factory: F) {
 pub fn watermark_clamped_to_applied_end<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
-    assert_eq!(e.advance_watermark(5).unwrap(), unchanged(0, 5));
-    assert_eq!(e.watermark(), 0);
+    assert_eq!(checked(e, e.advance_watermark(5)), unchanged(0, 5));
     fill(e, 0..10);
-    assert_eq!(e.advance_watermark(100).unwrap(), moved(0, 100, 10));
-    assert_eq!(e.watermark(), 10);
+    assert_eq!(checked(e, e.advance_watermark(100)), moved(0, 100, 10));
     // Still above the applied end: the clamp leaves nothing to move.
-    assert_eq!(e.advance_watermark(50).unwrap(), unchanged(10, 50));
+    assert_eq!(checked(e, e.advance_watermark(50)), unchanged(10, 50));
     fill(e, 10..20);
-    assert_eq!(e.advance_watermark(50).unwrap(), moved(10, 50, 20));
-    assert_eq!(e.watermark(), 20);
+    assert_eq!(checked(e, e.advance_watermark(50)), moved(10, 50, 20));
     assert_eq!(
-        e.advance_watermark(u64::MAX).unwrap(),
+        checked(e, e.advance_watermark(u64::MAX)),
         unchanged(20, u64::MAX)
     );
 }
@@ -102,26 +106,23 @@ pub fn adopt_lake_watermark_unclamped<F: EngineFactory>(factory: F) {
     let h = Harness::new(factory);
     let e = h.engine();
     fill(e, 0..5);
-    assert_eq!(e.adopt_lake_watermark(20).unwrap(), moved(0, 20, 20));
-    assert_eq!(e.watermark(), 20);
+    assert_eq!(checked(e, e.adopt_lake_watermark(20)), moved(0, 20, 20));
     assert_eq!(e.applied_end(), 5);
-    assert_eq!(e.adopt_lake_watermark(20).unwrap(), unchanged(20, 20));
-    assert_eq!(e.adopt_lake_watermark(10).unwrap(), unchanged(20, 10));
-    assert_eq!(e.advance_watermark(15).unwrap(), unchanged(20, 15));
+    assert_eq!(checked(e, e.adopt_lake_watermark(20)), unchanged(20, 20));
+    assert_eq!(checked(e, e.adopt_lake_watermark(10)), unchanged(20, 10));
+    assert_eq!(checked(e, e.advance_watermark(15)), unchanged(20, 15));
     // Clamped advance above the applied end cannot move it either.
-    assert_eq!(e.advance_watermark(30).unwrap(), unchanged(20, 30));
-    assert_eq!(e.watermark(), 20);
+    assert_eq!(checked(e, e.advance_watermark(30)), unchanged(20, 30));
 
-    let out = e
-        .apply(&batch(
-            (15..25u64).map(|i| Record::put(key(i), payload(i, i), i)),
-        ))
-        .unwrap();
+    let out = apply(
+        e,
+        (15..25u64).map(|i| Record::put(key(i), payload(i, i), i)),
+    );
     assert_eq!((out.covered, out.applied, out.already_applied), (5, 5, 0));
     assert_eq!(out.applied_end, 25);
     assert_lookup(e, &key(17), &LocalLookup::Miss);
     assert_lookup(e, &key(22), &value(22, payload(22, 22)));
-    assert_eq!(e.adopt_lake_watermark(23).unwrap(), moved(20, 23, 23));
+    assert_eq!(checked(e, e.adopt_lake_watermark(23)), moved(20, 23, 23));
     // Everything below 5 and the new 20..23 is covered; reclaim removes exactly those.
     let r = e.reclaim().unwrap();
     assert_eq!((r.threshold, r.values_removed), (23, 8));
