@@ -167,7 +167,7 @@ fn record(i: usize, j: u64) -> (Vec<u8>, Vec<u8>) {
 /// A grown bucket's watermark advanced over half its records, reclaimed and flushed; the
 /// reclaim must remove exactly the covered records.
 fn grown<E: Engine>(engine: &E) -> tidemark_engine_api::Result<()> {
-    crate::scale::advance_and_reclaim_exactly(engine, WATERMARK)?;
+    crate::bucket_checks::advance_and_reclaim_exactly(engine, WATERMARK)?;
     engine.flush()
 }
 
@@ -183,7 +183,7 @@ fn check<E: Engine>(name: &str, engine: &E, i: usize) {
                 bytes: value,
             }
         };
-        crate::scale::assert_record(name, engine, i, j, &key, &expected);
+        crate::bucket_checks::assert_record(name, engine, i, j, &key, &expected);
     }
 }
 

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod bucket;
+mod bucket_checks;
 pub mod cases;
 pub mod child;
 pub mod crash;

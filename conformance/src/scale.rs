@@ -16,6 +16,7 @@ use tidemark_disk::budget::{FD_RESERVE, ResourceBounds};
 use tidemark_disk::process::{self, ProcessUsage};
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, Result, WriteBatch};
 
+use crate::bucket_checks::{advance_and_reclaim_exactly, assert_record};
 use crate::child;
 use tidemark_disk::testing::TestedBackend;
 
@@ -227,19 +228,6 @@ fn fill<E: Engine>(engine: &E, i: usize) -> Result<()> {
     advance_and_reclaim_exactly(engine, watermark_of(i))
 }
 
-/// Advances `W` to `w` and reclaims; the reclaim must remove exactly the `w` entries below it
-/// (the buckets of the scale and headroom tests hold one entry per offset from 0).
-pub(crate) fn advance_and_reclaim_exactly<E: Engine>(engine: &E, w: u64) -> Result<()> {
-    engine.advance_watermark(w)?;
-    let removed = engine.reclaim()?.removed();
-    if removed != w {
-        return Err(Error::Internal(format!(
-            "reclaim below {w} removed {removed} entries"
-        )));
-    }
-    Ok(())
-}
-
 /// After a reopen: W and the applied end restored, covered records gone, the rest exact.
 fn check_bucket<E: Engine>(name: &str, engine: &E, i: usize) {
     let w = watermark_of(i);
@@ -262,22 +250,6 @@ fn check_bucket<E: Engine>(name: &str, engine: &E, i: usize) {
         };
         assert_record(name, engine, i, j, &key, &expected);
     }
-}
-
-/// Asserts that the lookup of `key`, record `j` of bucket `i`, finds `expected`.
-#[track_caller]
-pub(crate) fn assert_record<E: Engine>(
-    name: &str,
-    engine: &E,
-    i: usize,
-    j: u64,
-    key: &[u8],
-    expected: &LocalLookup,
-) {
-    let found = engine
-        .lookup(key)
-        .unwrap_or_else(|e| panic!("{name}: bucket {i} lookup {j}: {e}"));
-    assert_eq!(&found, expected, "{name}: bucket {i} record {j}");
 }
 
 fn growth(now: Option<u64>, before: Option<u64>) -> Option<u64> {
