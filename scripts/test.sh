@@ -13,11 +13,19 @@ echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 # The workspace build above has the test hooks on (the conformance crate enables the `testing`
-# features); what users build has them off, which changes code (the fault plans are empty types).
+# features); what users build has them off, which changes code (the test hooks, the fault layer
+# and the lake's fault points are compiled out).
 # The operator's binary has no `compare`; the one `compare.sh` runs has it.
 echo "== cargo clippy of the library and binaries users build (test hooks off)"
 cargo clippy -p tidemark -p tidemark-compare -p tidemark-cli --lib --bins -- -D warnings
 cargo clippy -p tidemark-cli --bins --features compare -- -D warnings
+
+echo "== the operator's binary without compare: no plotting or harness crates, and its compare refused"
+if cargo tree -p tidemark-cli -e normal --prefix none | grep -E '^(plotters|tidemark-compare|tidemark-test-support) '; then
+    echo "tidemark-cli links the benchmark harness without its compare feature" >&2
+    exit 1
+fi
+cargo test -p tidemark-cli --test cli compare_absent
 
 echo "== cargo doc (broken or private links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet

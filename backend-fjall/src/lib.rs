@@ -21,6 +21,7 @@ mod context;
 mod database;
 #[cfg(feature = "testing")]
 mod declared;
+mod diagnostics;
 mod error;
 mod options;
 mod storage;
@@ -33,6 +34,7 @@ pub use database::{
 };
 #[cfg(feature = "testing")]
 pub use declared::FJALL_WINDOW_MULTIPLE;
+pub use diagnostics::FjallDiagnostics;
 pub use error::BACKEND;
 /// The fjall crate this backend is built on (for baselines tuned like its buckets).
 pub use fjall;
@@ -59,13 +61,13 @@ pub use storage::{FjallStorage, KEYSPACE_RECORD, data_keyspace_options, flush_ke
 /// # Ok::<(), tidemark_engine_api::Error>(())
 /// ```
 ///
-/// Its diagnostics are the storage's ([`DiskEngine::storage`]): the shared database's path, the
-/// keyspace name, the filter's counters.
+/// Its plain figures are the storage's ([`DiskEngine::storage`]: the shared database's path, the
+/// keyspace name, the filter's counters); what calls into fjall is [`FjallDiagnostics`].
 pub type FjallEngine = DiskEngine<FjallStorage>;
 /// The shared tag-threshold decision's counters and supplier type (from the disk toolkit).
 pub use tidemark_disk::compaction_policy::{
     FilterCounterSnapshot, FilterCounters, ThresholdSupplier,
 };
-/// The traits a backend's context and marker implement (import them to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds` on the context).
+/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
 pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};

@@ -121,7 +121,7 @@ impl FjallStorage {
     /// Flushes the memtables of both keyspaces into table files (no filtering: fjall filters
     /// only in compactions), and waits until no sealed memtable of either is left: the ones a
     /// reopen replays from the journal are sealed too, and a compaction never sees them.
-    pub fn flush_memtables(&self) -> Result<()> {
+    pub(crate) fn flush_memtables(&self) -> Result<()> {
         flush_keyspaces(&[&self.data, &self.meta]).map_err(|e| {
             Error::backend(
                 BACKEND,
@@ -160,7 +160,7 @@ impl FjallStorage {
 
     /// Flushes, then compacts the whole `data` keyspace into its last level. The filter removes
     /// nothing here unless a reclaim armed it. The caller serialises it with reclaims.
-    pub fn compact_to_bottom(&self) -> Result<()> {
+    pub(crate) fn compact_to_bottom(&self) -> Result<()> {
         self.flush_memtables()?;
         self.data.major_compact().map_err(fjall_err)
     }
@@ -516,7 +516,7 @@ impl tidemark_disk::testing::StorageHooks for FjallStorage {
         batch.commit().map_err(fjall_err)
     }
 
-    /// Flushes, then compacts `data` into its last level ([`FjallStorage::compact_to_bottom`]).
+    /// Flushes, then compacts `data` into its last level ([`FjallDiagnostics::compact_to_bottom`](crate::FjallDiagnostics::compact_to_bottom)).
     fn settle(&self) -> Result<()> {
         self.compact_to_bottom()
     }

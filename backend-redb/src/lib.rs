@@ -13,6 +13,7 @@ mod context;
 mod db;
 #[cfg(feature = "testing")]
 mod declared;
+mod diagnostics;
 mod error;
 mod storage;
 mod sweep;
@@ -23,6 +24,7 @@ pub use context::{
 };
 #[cfg(feature = "testing")]
 pub use declared::REDB_WINDOW_MULTIPLE;
+pub use diagnostics::RedbDiagnostics;
 pub use storage::{DB_FILE, RedbDiskStats, RedbStorage};
 
 /// A bucket stored in one redb file (`<dir>/bucket.redb`) with tables `data`, `by_offset` and
@@ -41,10 +43,9 @@ pub use storage::{DB_FILE, RedbDiskStats, RedbStorage};
 ///   durable commit; then, when the file is mostly garbage and its live pages are few, with a
 ///   `Database::compact` that gives the space back (see the crate README).
 ///
-/// Its diagnostics are the storage's ([`DiskEngine::storage`]): [`RedbStorage::file`] and
-/// [`RedbStorage::disk_stats`] (run it through [`DiskEngine::write_storage`]: it takes redb's
-/// write transaction).
+/// The file's path is the storage's ([`RedbStorage::file`]); redb's own figures are
+/// [`RedbDiagnostics::disk_stats`].
 pub type RedbEngine = DiskEngine<RedbStorage>;
-/// The traits a backend's context and marker implement (import them to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds` on the context).
+/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
 pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};

@@ -314,7 +314,7 @@ impl RedbStorage {
     /// the file; it is a diagnostic, which is why `Engine::stats` does not call it. It takes
     /// redb's write transaction (then aborts it): call it through
     /// [`DiskEngine::write_storage`](tidemark_disk::DiskEngine::write_storage).
-    pub fn disk_stats(&self) -> Result<RedbDiskStats> {
+    pub(crate) fn disk_stats(&self) -> Result<RedbDiskStats> {
         let db = self.db()?;
         let txn = db
             .writable(&self.file, "disk_stats")?
@@ -369,7 +369,7 @@ fn durability(sync: bool) -> Durability {
 /// Name of the database file inside the bucket directory.
 pub const DB_FILE: &str = "bucket.redb";
 
-/// Storage figures that only redb can report; see [`RedbStorage::disk_stats`].
+/// Storage figures that only redb can report; see [`RedbDiagnostics::disk_stats`](crate::RedbDiagnostics::disk_stats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RedbDiskStats {
     /// Size of the database file.

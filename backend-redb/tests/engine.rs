@@ -6,8 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
+use tidemark_backend_redb::RedbDiagnostics;
 
-use tidemark_backend_redb::{DB_FILE, RedbEngine, RedbStorage};
+use tidemark_backend_redb::{DB_FILE, RedbEngine};
 use tidemark_engine_api::{Engine, EngineOptions, Error, OpenEngine};
 
 fn open(dir: &Path) -> RedbEngine {
@@ -68,13 +69,7 @@ fn stats_report_live_covered_and_file_size() {
     // Index rows below 6: five live-or-stale rows k0..k4@0..4 plus k0@5 — an upper bound on
     // the one live covered entry (k0@5).
     assert_eq!(stats.covered_estimate, 6);
-    assert_eq!(
-        stats.bytes_on_disk,
-        engine
-            .write_storage("disk_stats", RedbStorage::disk_stats)
-            .unwrap()
-            .file_bytes
-    );
+    assert_eq!(stats.bytes_on_disk, engine.disk_stats().unwrap().file_bytes);
     assert!(stats.bytes_on_disk > 0);
 
     let report = engine.reclaim().unwrap();

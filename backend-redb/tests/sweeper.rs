@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tidemark_backend_redb::RedbDiagnostics;
 
-use tidemark_backend_redb::{RedbEngine, RedbStorage};
+use tidemark_backend_redb::RedbEngine;
 use tidemark_engine_api::{Engine, EngineOptions, LocalLookup, OpenEngine, WriteBatch};
 
 #[test]
@@ -163,9 +164,7 @@ fn steady_state_file_size_is_bounded() {
         );
         println!(
             "  payload written {written} bytes; {:?}",
-            synced
-                .write_storage("disk_stats", RedbStorage::disk_stats)
-                .unwrap()
+            synced.disk_stats().unwrap()
         );
         assert_bounded(
             &format!("sync_writes=true, chunks of {chunk_rows}"),
@@ -178,9 +177,7 @@ fn steady_state_file_size_is_bounded() {
             "reclaimed, sync_writes=false, chunks of {chunk_rows}, file bytes per round: \
              {unsynced_sizes:?}"
         );
-        let disk = unsynced
-            .write_storage("disk_stats", RedbStorage::disk_stats)
-            .unwrap();
+        let disk = unsynced.disk_stats().unwrap();
         println!("  {disk:?}");
         assert_bounded(
             &format!("sync_writes=false, chunks of {chunk_rows}"),
@@ -193,9 +190,7 @@ fn steady_state_file_size_is_bounded() {
     let control = open("control", false, 4096);
     let (control_sizes, _) = steady_workload(&control, false);
     println!("not reclaimed, file bytes per round: {control_sizes:?}");
-    let control_disk = control
-        .write_storage("disk_stats", RedbStorage::disk_stats)
-        .unwrap();
+    let control_disk = control.disk_stats().unwrap();
     println!("  {control_disk:?}");
     // Without reclaim the stored bytes grow with every write (one index row each, plus the
     // covered values): the same workload is far from bounded there.

@@ -19,6 +19,7 @@ mod compaction_filter;
 mod context;
 #[cfg(feature = "testing")]
 mod declared;
+mod diagnostics;
 mod error;
 mod storage;
 mod suppliers;
@@ -33,11 +34,13 @@ pub use context::{
 };
 #[cfg(feature = "testing")]
 pub use declared::ROCKSDB_WINDOW_MULTIPLE;
+pub use diagnostics::RocksDbDiagnostics;
 pub use storage::{DATA_CF, DB_DIR, META_CF, RocksDbStorage};
 
 /// A Tidemark engine on RocksDB: the shared disk-engine skeleton over [`RocksDbStorage`] (one
 /// RocksDB database per bucket, `<bucket>/db`); reclaims with the watermark compaction filter.
-/// Its diagnostics are the storage's ([`DiskEngine::storage`]).
+/// Its plain figures are the storage's ([`DiskEngine::storage`]: paths, the filter's counters);
+/// what calls into RocksDB is [`RocksDbDiagnostics`].
 ///
 /// `reclaim()` flushes, then compacts the whole `data` column family down to the bottom level,
 /// so everything covered when it starts is physically gone when it returns. Its report counts
@@ -67,8 +70,8 @@ pub use suppliers::{
 pub use tidemark_disk::compaction_policy::{
     FilterCounterSnapshot, FilterCounters, ThresholdSupplier,
 };
-/// The traits a backend's context and marker implement (import them to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds` on the context).
+/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
 pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};
 
 pub(crate) use error::rocks_err;

@@ -81,7 +81,7 @@ impl RocksDbStorage {
 
     /// Flushes the memtables of both column families into table files (no compaction, so no
     /// filtering: RocksDB filters only in compactions).
-    pub fn flush_memtables(&self) -> Result<()> {
+    pub(crate) fn flush_memtables(&self) -> Result<()> {
         let mut opts = FlushOptions::default();
         opts.set_wait(true);
         for name in [DATA_CF, META_CF] {
@@ -99,13 +99,13 @@ impl RocksDbStorage {
     /// [`DiskEngine::with_reclaimer`](tidemark_disk::DiskEngine::with_reclaimer), which
     /// serialises it with reclaims (tests use it to place older versions of a key below newer
     /// ones).
-    pub fn compact_to_bottom(&self) -> Result<()> {
+    pub(crate) fn compact_to_bottom(&self) -> Result<()> {
         self.flush_memtables()?;
         compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)
     }
 
     /// An integer property of the `data` column family (0 when RocksDB does not report it).
-    pub fn data_property(&self, name: impl rocksdb::CStrLike) -> Result<u64> {
+    pub(crate) fn data_property(&self, name: impl rocksdb::CStrLike) -> Result<u64> {
         Ok(self
             .db
             .property_int_value_cf(self.cf(DATA_CF)?, name)
@@ -114,14 +114,14 @@ impl RocksDbStorage {
     }
 
     /// Table files per level of the `data` column family (index = level).
-    pub fn data_files_per_level(&self) -> Result<Vec<u64>> {
+    pub(crate) fn data_files_per_level(&self) -> Result<Vec<u64>> {
         (0..7)
             .map(|level| self.data_property(properties::num_files_at_level(level)))
             .collect()
     }
 
     /// Live table-file bytes of the `data` column family.
-    pub fn live_sst_bytes(&self) -> Result<u64> {
+    pub(crate) fn live_sst_bytes(&self) -> Result<u64> {
         self.data_property(properties::LIVE_SST_FILES_SIZE)
     }
 
@@ -441,7 +441,7 @@ impl tidemark_disk::testing::StorageHooks for RocksDbStorage {
     }
 
     /// Flushes, then compacts the `data` column family down to the bottom level
-    /// ([`RocksDbStorage::compact_to_bottom`]): `flush` only syncs the WAL, so without this older
+    /// ([`RocksDbDiagnostics::compact_to_bottom`](crate::RocksDbDiagnostics::compact_to_bottom)): `flush` only syncs the WAL, so without this older
     /// versions would still sit in the memtable beside newer ones.
     fn settle(&self) -> Result<()> {
         self.compact_to_bottom()

@@ -4,13 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::path::Path;
+use tidemark_backend_rocksdb::RocksDbDiagnostics;
 use tidemark_disk::BackendContext;
 
 use rocksdb::{DB, Options};
 use tidemark_backend_rocksdb::{DATA_CF, DB_DIR, META_CF};
-use tidemark_backend_rocksdb::{
-    RocksDbContext, RocksDbContextOptions, RocksDbEngine, RocksDbStorage,
-};
+use tidemark_backend_rocksdb::{RocksDbContext, RocksDbContextOptions, RocksDbEngine};
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine};
 
 fn open(dir: &Path) -> RocksDbEngine {
@@ -23,7 +22,7 @@ fn old_at_bottom_new_in_l0(engine: &RocksDbEngine, newer_is_tombstone: bool) {
     engine.put(b"k", b"old", 1).unwrap();
     let report = engine.reclaim().unwrap();
     assert_eq!(report.removed(), 0);
-    let levels = engine.storage().data_files_per_level().unwrap();
+    let levels = engine.data_files_per_level().unwrap();
     assert_eq!(levels.iter().sum::<u64>(), 1);
     assert_eq!(
         levels[6], 1,
@@ -34,10 +33,8 @@ fn old_at_bottom_new_in_l0(engine: &RocksDbEngine, newer_is_tombstone: bool) {
     } else {
         engine.put(b"k", b"new", 5).unwrap();
     }
-    engine
-        .write_storage("flush_memtables", RocksDbStorage::flush_memtables)
-        .unwrap();
-    let levels = engine.storage().data_files_per_level().unwrap();
+    engine.flush_memtables().unwrap();
+    let levels = engine.data_files_per_level().unwrap();
     assert_eq!((levels[0], levels[6]), (1, 1), "{levels:?}");
 }
 
@@ -79,7 +76,7 @@ fn covering_only_the_older_version_keeps_the_newer_and_later_removes_both() {
         bytes: b"new".to_vec(),
     };
     assert_eq!(engine.lookup(b"k").unwrap(), expected);
-    let levels = engine.storage().data_files_per_level().unwrap();
+    let levels = engine.data_files_per_level().unwrap();
     assert_eq!(
         levels.iter().sum::<u64>(),
         1,
@@ -276,9 +273,7 @@ fn reclaim_below_ignores_the_retention_distance_and_then_restores_it() {
     // The purge threshold is gone once the call returns: compactions apply W - D again.
     put_range(&engine, 30..50);
     engine.advance_watermark(50).unwrap();
-    engine
-        .with_reclaimer("compact_to_bottom", RocksDbStorage::compact_to_bottom)
-        .unwrap();
+    engine.compact_to_bottom().unwrap();
     assert!((25..50).all(|i| present(&engine, i) == (i >= 30)));
     let report = engine.reclaim().unwrap();
     assert_eq!(report.threshold, 30);
@@ -361,14 +356,10 @@ fn compact_to_bottom_places_everything_in_the_last_level() {
     let tmp = tempfile::tempdir().unwrap();
     let engine = open(tmp.path());
     engine.put(b"a", b"1", 0).unwrap();
-    engine
-        .with_reclaimer("compact_to_bottom", RocksDbStorage::compact_to_bottom)
-        .unwrap();
+    engine.compact_to_bottom().unwrap();
     engine.put(b"b", b"2", 1).unwrap();
-    engine
-        .with_reclaimer("compact_to_bottom", RocksDbStorage::compact_to_bottom)
-        .unwrap();
-    let levels = engine.storage().data_files_per_level().unwrap();
+    engine.compact_to_bottom().unwrap();
+    let levels = engine.data_files_per_level().unwrap();
     assert_eq!(levels.iter().sum::<u64>(), levels[6], "{levels:?}");
     assert!(levels[6] >= 1);
     // No reclaim ran, so nothing is counted as reclaimed.
@@ -389,7 +380,7 @@ fn reclaim_reaches_bottom_files_after_one_it_just_wrote() {
     // ...then a new file for k1, which the next reclaim writes to the bottom between them.
     engine.advance_watermark(9).unwrap();
     engine.delete(b"k1", 9).unwrap();
-    assert_eq!(engine.storage().data_files_per_level().unwrap()[6], 2);
+    assert_eq!(engine.data_files_per_level().unwrap()[6], 2);
     let report = engine.reclaim().unwrap();
     assert_eq!(report.tombstones_removed, 2, "{report:?}");
     assert_eq!(engine.lookup(b"k0").unwrap(), LocalLookup::Miss);
@@ -418,7 +409,7 @@ fn reclaim_counts_what_the_compaction_its_flush_triggers_removes() {
         engine.apply(&batch).unwrap();
     }
     let engine = open(tmp.path());
-    assert_eq!(engine.storage().data_files_per_level().unwrap()[0], 3);
+    assert_eq!(engine.data_files_per_level().unwrap()[0], 3);
     engine.delete(b"k0", 3).unwrap();
     engine.advance_watermark(4).unwrap();
     let report = engine.reclaim().unwrap();
@@ -436,9 +427,7 @@ fn reclaim_reports_the_bytes_its_compaction_wrote() {
         .map(|i| tidemark_engine_api::Record::put(format!("key-{i:05}"), vec![i as u8; 100], i))
         .collect();
     engine.apply(&batch).unwrap();
-    engine
-        .with_reclaimer("compact_to_bottom", RocksDbStorage::compact_to_bottom)
-        .unwrap();
+    engine.compact_to_bottom().unwrap();
 
     // A tenth covered: the compaction rewrites the nine tenths that stay.
     engine.advance_watermark(200).unwrap();

@@ -4,9 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::path::Path;
+use tidemark_backend_rocksdb::RocksDbDiagnostics;
 
+use tidemark_backend_rocksdb::RocksDbEngine;
 use tidemark_backend_rocksdb::testing::damage_a_data_block;
-use tidemark_backend_rocksdb::{RocksDbEngine, RocksDbStorage};
 use tidemark_engine_api::{Damage, Engine, EngineOptions, OpenEngine, OpenMode, WriteBatch};
 use tidemark_test_support::rng::SplitMix64;
 
@@ -22,9 +23,7 @@ fn write_store(dir: &Path) {
         batch.put(format!("k{i:05}"), rng.bytes(200), i);
     }
     engine.apply(&batch).unwrap();
-    engine
-        .with_reclaimer("compact_to_bottom", RocksDbStorage::compact_to_bottom)
-        .unwrap();
+    engine.compact_to_bottom().unwrap();
 }
 
 fn read_only(dir: &Path) -> RocksDbEngine {

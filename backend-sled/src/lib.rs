@@ -20,6 +20,7 @@ mod bucket;
 mod context;
 #[cfg(feature = "testing")]
 mod declared;
+mod diagnostics;
 mod digest;
 mod error;
 mod flusher;
@@ -40,13 +41,15 @@ pub use context::{
 };
 #[cfg(feature = "testing")]
 pub use declared::{SLED_WINDOW_MULTIPLE, SLED_WINDOW_PEAK_MULTIPLE};
+pub use diagnostics::SledDiagnostics;
 pub use generation::{DB_SUBDIR, GENERATION_FILE};
 pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
 
 /// A bucket stored in sled, reclaimed by the shared range-scan sweeper.
 ///
 /// The engine contract (locks, `W` and the applied end, counters, reports) is the shared
-/// [`DiskEngine`]; sled's diagnostics are its storage's ([`DiskEngine::storage`]). The applied end and the live-entry count
+/// [`DiskEngine`]; sled's plain counters are its storage's ([`DiskEngine::storage`]), what calls into sled is
+/// [`SledDiagnostics`]. The applied end and the live-entry count
 /// change in the same transaction as the rows they describe; the watermark is written to `meta`
 /// and flushed before it is published.
 ///
@@ -61,6 +64,6 @@ pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
 pub type SledEngine = DiskEngine<SledStorage>;
 pub use rebuild_rule::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};
 pub use tidemark_disk::sweeper::SweepTotals;
-/// The traits a backend's context and marker implement (import them to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds` on the context).
+/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
+/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
 pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};

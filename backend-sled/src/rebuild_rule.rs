@@ -7,9 +7,9 @@
 /// (`due`) does not wait for it.
 pub const MIN_REBUILD_BYTES: u64 = 4 << 20;
 
-/// By default a rebuild runs once the database has grown to this multiple of its size right
-/// after the last rebuild (before the first one in a process: once it reaches
-/// [`MIN_REBUILD_BYTES`]), or to this multiple of what a fresh copy of its live rows would take
+/// By default a rebuild runs once the database has grown to this multiple of what a fresh copy of
+/// its live rows would take (before the first rebuild in a process: once it reaches
+/// [`MIN_REBUILD_BYTES`]; see `due` for how a fresh copy is estimated)
 /// ([`crate::SledContextOptions::rebuild_growth`]). The copy's cost is the live data, so
 /// rebuilding at a fixed multiple of it keeps the amortised cost per byte written constant,
 /// while the bytes on disk stay below this multiple of a fresh copy.

@@ -234,13 +234,13 @@ impl SledStorage {
 
     /// The generation of the sled database in use: 0 until the bucket's first rebuild, then one
     /// more with each ([`crate::GENERATION_FILE`] names it on disk).
-    pub fn generation_number(&self) -> Result<u64> {
+    pub(crate) fn generation_number(&self) -> Result<u64> {
         Ok(self.bucket.generation()?.number)
     }
 
     /// sled's own figure for the bytes its files occupy (with those of a generation switched
     /// away from that a reader still held).
-    pub fn size_on_disk(&self) -> Result<u64> {
+    pub(crate) fn size_on_disk(&self) -> Result<u64> {
         self.bucket.size_on_disk()
     }
 
@@ -451,8 +451,8 @@ impl Storage for SledStorage {
 
     /// The shared sweeper in chunks of at most `MAX_SWEEP_CHUNK_ROWS` rows, each its own short
     /// transaction, so writers wait for one chunk at most; then, when a rebuild is due
-    /// (the database has grown to [`crate::REBUILD_GROWTH`] times its
-    /// size after the last rebuild, or is mostly garbage), the rebuild is queued for the
+    /// (the database has grown to [`crate::REBUILD_GROWTH`] times a fresh copy of its rows,
+    /// or is mostly garbage), the rebuild is queued for the
     /// context's rebuild thread and the reclaim returns: it pays for its sweep only. The bytes
     /// a background rebuild wrote are reported by the next reclaim as its bytes rewritten. A
     /// reclaim does not flush its sweep: losing its removals in a crash only means the same

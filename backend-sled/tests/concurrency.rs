@@ -2,7 +2,7 @@
 //! nothing uncovered is lost.
 //!
 //! The overlap is forced, never left to scheduling luck: each reclaim is paused after a committed
-//! chunk (`Faults::on_chunk_committed` of the skeleton's test hooks) until the writer has committed another apply, and only
+//! chunk (`Faults::on_chunk_committed` of the `Chaos` fault layer) until the writer has committed another apply, and only
 //! then goes on to its next chunk. A reclaim that held writers off for its whole run would never
 //! see that apply; the test would then fail at the `STUCK` bound instead of hanging.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code

@@ -11,11 +11,12 @@
 //! - the directory [`layout`] marker and the durable high-water record
 //!   ([`layout::high_water`]);
 //! - the per-process file-descriptor [`budget`] and what it reads of the [`process`];
-//! - the two traits a backend crate implements to plug in: [`DiskBackend`] and
-//!   [`BackendContext`] (and, for the conformance suite, `testing::TestedBackend`);
+//! - what a backend crate implements to plug in: [`Storage`] and [`BackendContext`] (and, for
+//!   the conformance suite, `testing::TestedBackend`); generic code names a backend by its
+//!   storage, which is a [`DiskBackend`];
 //! - the tag-threshold decision the LSM backends' compaction filters share
 //!   ([`compaction_policy`]) and the watermark threshold they apply ([`watermark_threshold`]);
-//! - panic containment of storage calls ([`contain`]) and process-wide slots ([`sync`]);
+//! - panic containment of storage calls ([`contain`]);
 //! - with the cargo feature `testing`, the test hooks and the `testing::Chaos` layer that
 //!   injects faults around any storage.
 
@@ -23,6 +24,7 @@ mod backend;
 pub mod budget;
 pub mod compaction_policy;
 pub mod contain;
+mod context;
 pub mod layout;
 pub mod meta;
 pub mod offset_index;
@@ -30,13 +32,13 @@ pub mod process;
 mod skeleton;
 mod storage;
 pub mod sweeper;
-pub mod sync;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod turns;
 pub mod watermark_threshold;
 
-pub use backend::{BackendContext, DiskBackend};
+pub use backend::DiskBackend;
+pub use context::BackendContext;
 pub use layout::high_water::{self, HighWater};
 pub use meta::MetaKey;
 pub use skeleton::DiskEngine;

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::backend::BackendContext;
 use crate::contain::{catch_panic, contained};
+use crate::context::BackendContext;
 use crate::layout;
 use crate::sweeper::SweepTotals;
 use crate::turns::WriterTurns;
@@ -35,9 +35,6 @@ use tidemark_engine_api::{WriteBatch, validate_key};
 use crate::layout::high_water::{self, HighWater};
 use crate::meta::{self, MetaKey};
 use crate::storage::{CommitRequest, ReclaimRequest, Storage, StorageInit};
-
-#[cfg(any(test, feature = "testing"))]
-mod hooks;
 
 /// The [`Engine`] contract over a backend's [`Storage`]: the engine of every disk backend.
 ///
@@ -301,7 +298,7 @@ impl<S: Storage> DiskEngine<S> {
     /// (that call returns [`Error::StoreFailed`] with the panic as its cause). The caller has
     /// checked [`DiskEngine::check_writable`] and holds whatever lock the call needs: the panic
     /// is caught before the unwind reaches the guard.
-    fn contain_write<T>(
+    pub(crate) fn contain_write<T>(
         &self,
         operation: &'static str,
         f: impl FnOnce(&S) -> Result<T>,
@@ -384,7 +381,7 @@ impl<S: Storage> DiskEngine<S> {
 
     /// Refuses `operation` on a store opened read-only, one whose storage panicked during a
     /// write, or one whose storage can no longer promise durability ([`Storage::check_usable`]).
-    fn check_writable(&self, operation: &'static str) -> Result<()> {
+    pub(crate) fn check_writable(&self, operation: &'static str) -> Result<()> {
         if !self.options.open_mode.writes() {
             return Err(Error::ReadOnly {
                 path: self.dir.clone(),
@@ -404,7 +401,7 @@ impl<S: Storage> DiskEngine<S> {
         })
     }
 
-    fn lock_writer(&self) -> Result<MutexGuard<'_, ()>> {
+    pub(crate) fn lock_writer(&self) -> Result<MutexGuard<'_, ()>> {
         sync::lock(&self.writer, "engine writer")
     }
 

@@ -14,8 +14,8 @@ use tidemark_engine_api::Result;
 use tidemark_engine_api::Verifier;
 use tidemark_engine_api::covered::MetaRow;
 
-use crate::backend::BackendContext;
 use crate::budget::BucketLease;
+use crate::context::BackendContext;
 use crate::meta::MetaKey;
 
 /// What [`Storage::open`] gets from [`DiskEngine::open_in`](crate::DiskEngine::open_in).

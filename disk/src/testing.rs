@@ -12,11 +12,13 @@ use tidemark_engine_api::{Error, Result};
 
 mod chaos;
 mod fault;
+mod hooks;
 
 pub use chaos::Chaos;
 pub use fault::{ChunkHook, FaultPoint, Faults};
 
-use crate::backend::{BackendContext, DiskBackend};
+use crate::backend::DiskBackend;
+use crate::context::BackendContext;
 use crate::storage::Storage;
 
 /// A storage's test-only primitives. Called by the skeleton under its writer lock (or, for

@@ -198,12 +198,12 @@ impl BackendConfig {
     ///
     /// ```
     /// # #[cfg(feature = "redb")] {
-    /// use tidemark::redb::{Redb, RedbContext, RedbContextOptions};
+    /// use tidemark::redb::{RedbContext, RedbContextOptions, RedbStorage};
     /// use tidemark::{BackendConfig, BackendContext};
     ///
     /// let context = RedbContext::new(RedbContextOptions::default())?;
     /// let config = BackendConfig::default().with_context(context);
-    /// assert!(config.context::<Redb>().is_some());
+    /// assert!(config.context::<RedbStorage>().is_some());
     /// # }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -101,7 +101,8 @@ pub mod units;
 pub struct ReadmeDoctests;
 
 pub use backend::BackendConfig;
-/// The two traits every disk backend implements: generic code opens any backend through them.
+/// A disk backend's context, and the trait generic code names a backend by (every backend's
+/// storage is one): generic code opens any backend through them.
 pub use tidemark_disk::{BackendContext, DiskBackend};
 
 // The engine contract, as a host uses it.

@@ -8,12 +8,12 @@ use tidemark_disk::DiskEngine;
 use tidemark_disk::testing::Chaos;
 use tidemark_engine_api::{EngineOptions, OpenEngine, WriteBatch};
 
-/// Opens with fast (unsynced) writes; durability is tested separately through reopen.
 /// A sled engine whose storage sits in the fault layer, for tests that pause a reclaim between
 /// two chunks ([`tidemark_disk::testing::Faults::on_chunk_committed`]).
 #[allow(dead_code, reason = "not every test binary pauses reclaims")]
 pub type ChaosEngine = DiskEngine<Chaos<SledStorage>>;
 
+/// Opens with fast (unsynced) writes; durability is tested separately through reopen.
 pub fn open_fast(dir: &Path) -> SledEngine {
     SledEngine::open(dir, EngineOptions::default().with_sync_writes(false)).unwrap()
 }

@@ -8,6 +8,7 @@
 //! space the sweeper frees; growing with the rounds when it does not).
 
 use std::process::ExitCode;
+use tidemark::sled::SledDiagnostics;
 
 use tidemark::sled::SledEngine;
 use tidemark::{Engine, EngineOptions, OpenEngine, Result, WriteBatch};
@@ -33,7 +34,7 @@ fn run() -> Result<()> {
         // A rebuild the reclaim queued runs in the background: the size after it.
         engine.wait_for_background_work()?;
         engine.flush()?;
-        sizes.push(engine.storage().size_on_disk()?);
+        sizes.push(engine.size_on_disk()?);
     }
     let warm = sizes.iter().take(WARM_UP).copied().max().unwrap_or(0);
     let late = sizes.iter().skip(WARM_UP).copied().max().unwrap_or(0);

@@ -94,10 +94,17 @@ impl<S: Storage> Storage for Chaos<S> {
         self.inner.get_inline(key, read)
     }
 
-    /// Hands the sweeper the plan's chunk hook; with [`FaultPoint::Reclaim`] armed, first really
+    /// Hands the sweeper the plan's chunk hook (and the request's own, if any); with [`FaultPoint::Reclaim`] armed, first really
     /// reclaims below half the threshold (the work done before the fault), then fails.
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
-        let hook = |chunk: &SweepTotals| self.faults.chunk_committed(chunk);
+        // The plan's hook, then whatever a layer around this one observes.
+        let outer = request.on_chunk;
+        let hook = |chunk: &SweepTotals| {
+            self.faults.chunk_committed(chunk);
+            if let Some(outer) = outer {
+                outer(chunk);
+            }
+        };
         let request = ReclaimRequest {
             on_chunk: Some(&hook),
             ..request

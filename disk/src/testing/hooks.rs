@@ -4,8 +4,8 @@
 use tidemark_engine_api::Result;
 use tidemark_engine_api::validate_key;
 
-use super::DiskEngine;
-use crate::testing::StorageHooks;
+use super::StorageHooks;
+use crate::skeleton::DiskEngine;
 
 impl<S: StorageHooks> DiskEngine<S> {
     /// Stores `stored` verbatim under `key`, bypassing the codec ([`StorageHooks::insert_raw`]).
