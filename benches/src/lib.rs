@@ -169,6 +169,18 @@ pub fn disk_backends() -> Vec<Backend> {
         .collect()
 }
 
+/// The disk backends a report binary's `--backends` names, or every compiled one when it names
+/// none; a name that is no compiled backend ends the report with the parse error.
+pub fn chosen_backends(names: &[String]) -> Vec<Backend> {
+    if names.is_empty() {
+        return disk_backends();
+    }
+    names
+        .iter()
+        .map(|name| name.parse().unwrap_or_else(|e| panic!("{name}: {e}")))
+        .collect()
+}
+
 /// Opens a tagged bucket of `backend` at `path` from `config`. Writes are not synced, like the
 /// raw baselines': the benchmarks compare bookkeeping, not fsync latency (the watermark is
 /// durable whatever this says).

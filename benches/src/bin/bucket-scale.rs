@@ -51,14 +51,7 @@ fn main() -> ExitCode {
     if let [backend, buckets] = args.child.as_slice() {
         return child(&args, backend, buckets.parse().expect("bucket count"));
     }
-    let backends: Vec<Backend> = if args.backends.is_empty() {
-        Backend::compiled()
-            .into_iter()
-            .filter(|b| b.is_persistent())
-            .collect()
-    } else {
-        args.backends.iter().map(|b| b.parse().unwrap()).collect()
-    };
+    let backends = tidemark_benches::chosen_backends(&args.backends);
     println!(
         "bucket-scale: {} records per bucket, a tenth reclaimed; soft fd limit {}; one child \
          process per row (figures with every bucket open; idle = the child before its first open)",

@@ -86,17 +86,7 @@ fn measure(backend: Backend, args: &Args) -> Result<(f64, f64)> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let backends: Vec<Backend> = if args.backends.is_empty() {
-        Backend::compiled()
-            .into_iter()
-            .filter(|b| b.is_persistent())
-            .collect()
-    } else {
-        args.backends
-            .iter()
-            .map(|name| name.parse().unwrap_or_else(|e| panic!("{name}: {e}")))
-            .collect()
-    };
+    let backends = tidemark_benches::chosen_backends(&args.backends);
     println!(
         "synced applies of one record, {} buckets written at once against one alone, {} s each",
         args.buckets, args.seconds

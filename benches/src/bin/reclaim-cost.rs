@@ -300,9 +300,8 @@ fn storm(backend: Backend, rt: &tokio::runtime::Runtime) -> Result<()> {
 }
 
 fn run(args: &Args) -> Result<()> {
-    let backends: Vec<Backend> = Backend::compiled()
+    let backends: Vec<Backend> = tidemark_benches::disk_backends()
         .into_iter()
-        .filter(|b| *b != Backend::Memory)
         .filter(|b| args.backends.is_empty() || args.backends.iter().any(|n| n == b.name()))
         .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
