@@ -46,6 +46,6 @@ pub use storage::{DB_FILE, RedbDiskStats, RedbStorage};
 /// The file's path is the storage's ([`RedbStorage::file`]); redb's own figures are
 /// [`RedbDiagnostics::disk_stats`].
 pub type RedbEngine = DiskEngine<RedbStorage>;
-/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
-pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};
+/// The toolkit's context trait (import it to call `new`, `global`, `for_buckets`, `settings`,
+/// `bounds`) and the engine every backend's is.
+pub use tidemark_disk::{BackendContext, DiskEngine};

@@ -70,8 +70,8 @@ pub use suppliers::{
 pub use tidemark_disk::compaction_policy::{
     FilterCounterSnapshot, FilterCounters, ThresholdSupplier,
 };
-/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
-pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};
+/// The toolkit's context trait (import it to call `new`, `global`, `for_buckets`, `settings`,
+/// `bounds`) and the engine every backend's is.
+pub use tidemark_disk::{BackendContext, DiskEngine};
 
 pub(crate) use error::rocks_err;

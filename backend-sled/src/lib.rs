@@ -64,6 +64,6 @@ pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
 pub type SledEngine = DiskEngine<SledStorage>;
 pub use rebuild_rule::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};
 pub use tidemark_disk::sweeper::SweepTotals;
-/// The traits of the toolkit a backend is: its context's (import it to call `new`, `global`,
-/// `for_buckets`, `settings`, `bounds`) and the one generic code names a backend by.
-pub use tidemark_disk::{BackendContext, DiskBackend, DiskEngine};
+/// The toolkit's context trait (import it to call `new`, `global`, `for_buckets`, `settings`,
+/// `bounds`) and the engine every backend's is.
+pub use tidemark_disk::{BackendContext, DiskEngine};

@@ -51,7 +51,7 @@ impl Rebuilt {
         let measures = rows > 0 && size >= EMPTY_STORE_BYTES + MIN_GARBAGE_BYTES;
         // Fewer bytes per row: size / rows < best_size / best_rows, without division.
         let smaller = best_rows == 0
-            || u128::from(size - EMPTY_STORE_BYTES.min(size)) * u128::from(best_rows)
+            || u128::from(size.saturating_sub(EMPTY_STORE_BYTES)) * u128::from(best_rows)
                 < u128::from(best_size.saturating_sub(EMPTY_STORE_BYTES)) * u128::from(rows);
         Rebuilt {
             size,

@@ -45,7 +45,7 @@ pub fn limit_named(message: &str) -> Option<u64> {
 
 /// The scenario, in this process (see the module documentation).
 pub fn run<B: TestedBackend>(factory: &DiskFactory<B>) {
-    let name = B::NAME;
+    let name = B::BACKEND;
     let root = tempfile::tempdir().expect("temporary directory");
     let dir = |i: usize| root.path().join(format!("bucket-{i}"));
     let context = factory.growing_context(BUDGET).expect("context");
@@ -190,7 +190,7 @@ fn check<E: Engine>(name: &str, engine: &E, i: usize) {
 /// Runs [`run`] in a child process of its own: the test binary re-executed for the one test
 /// `test_name` (see [`crate::child::run_isolated`]).
 pub fn run_isolated<B: TestedBackend>(test_name: &str, factory: &DiskFactory<B>) {
-    crate::child::run_isolated(test_name, &format!("fd_headroom {}:", B::NAME), || {
+    crate::child::run_isolated(test_name, &format!("fd_headroom {}:", B::BACKEND), || {
         run(factory)
     });
 }

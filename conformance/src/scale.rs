@@ -43,7 +43,7 @@ pub fn buckets_from_env() -> usize {
 /// Runs [`run`] in a child process: the test binary re-executed for the one test `test_name`
 /// (its full name as the harness lists it, e.g. `sled::scale`), see [`child::run_isolated`].
 pub fn run_isolated<B: TestedBackend>(test_name: &str, factory: &DiskFactory<B>) {
-    child::run_isolated(test_name, &format!("scale {}:", B::NAME), || {
+    child::run_isolated(test_name, &format!("scale {}:", B::BACKEND), || {
         run(factory, buckets_from_env())
     });
 }
@@ -54,7 +54,7 @@ pub fn run_isolated<B: TestedBackend>(test_name: &str, factory: &DiskFactory<B>)
 /// share is free at once, then closes all and reopens them with their data and watermarks,
 /// within the same bounds.
 pub fn run<B: TestedBackend>(factory: &DiskFactory<B>, buckets: usize) {
-    let name = B::NAME;
+    let name = B::BACKEND;
     let root = tempfile::tempdir().expect("temporary directory");
     let context = factory.scale_context(buckets).expect("scale context");
     let bounds = factory.bounds(&context, buckets);
@@ -169,7 +169,7 @@ fn open_until_refused<B: TestedBackend>(
     engines: &mut Vec<tidemark_disk::DiskEngine<B>>,
     buckets: usize,
 ) -> (usize, String) {
-    let name = B::NAME;
+    let name = B::BACKEND;
     let limit = process::fd_limit().soft;
     let options = EngineOptions::default().with_sync_writes(false);
     let (i, err) = loop {

@@ -13,14 +13,13 @@
 //! - the per-process file-descriptor [`budget`] and what it reads of the [`process`];
 //! - what a backend crate implements to plug in: [`Storage`] and [`BackendContext`] (and, for
 //!   the conformance suite, `testing::TestedBackend`); generic code names a backend by its
-//!   storage, which is a [`DiskBackend`];
+//!   storage (`B: Storage`) and opens it with [`DiskEngine::open_in`];
 //! - the tag-threshold decision the LSM backends' compaction filters share
 //!   ([`compaction_policy`]) and the watermark threshold they apply ([`watermark_threshold`]);
 //! - panic containment of storage calls ([`contain`]);
 //! - with the cargo feature `testing`, the test hooks and the `testing::Chaos` layer that
 //!   injects faults around any storage.
 
-mod backend;
 pub mod budget;
 pub mod compaction_policy;
 pub mod contain;
@@ -37,7 +36,6 @@ pub mod testing;
 pub mod turns;
 pub mod watermark_threshold;
 
-pub use backend::DiskBackend;
 pub use context::BackendContext;
 pub use layout::high_water::{self, HighWater};
 pub use meta::MetaKey;

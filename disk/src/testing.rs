@@ -1,5 +1,5 @@
 //! Test hooks of the disk backends (cargo feature `testing`): what the conformance suite needs
-//! beyond [`DiskBackend`] to run every case on a backend, declared by the backend itself.
+//! beyond its [`Storage`] to run every case on a backend, declared by the backend itself.
 //!
 //! A storage implements [`StorageHooks`] (raw rows that bypass the codec, offset-index rows,
 //! settling its levels); the skeleton wraps them as `DiskEngine::insert_raw` and friends, with the
@@ -17,7 +17,6 @@ mod hooks;
 pub use chaos::Chaos;
 pub use fault::{ChunkHook, FaultPoint, Faults};
 
-use crate::backend::DiskBackend;
 use crate::context::BackendContext;
 use crate::storage::Storage;
 
@@ -83,7 +82,7 @@ pub struct Declared {
 
 /// A disk backend with its test hooks: the conformance suite's one generic factory runs every
 /// case on any backend that implements it.
-pub trait TestedBackend: DiskBackend + StorageHooks {
+pub trait TestedBackend: StorageHooks {
     /// What the backend declares (see [`Declared`]).
     const DECLARED: Declared;
 

@@ -8,7 +8,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tidemark_disk::{BackendContext, DiskBackend};
+use tidemark_disk::{BackendContext, DiskEngine, Storage};
 use tidemark_engine_api::{EngineHandle, EngineOptions, Error, Result};
 
 use crate::{Visit, visit};
@@ -214,7 +214,7 @@ impl BackendConfig {
 
     /// The context of backend `B` in this config, `None` when it has none (its buckets open from
     /// the process-wide default).
-    pub fn context<B: DiskBackend>(&self) -> Option<&B::Context> {
+    pub fn context<B: Storage>(&self) -> Option<&B::Context> {
         let context: &dyn Any = self.contexts.get(&TypeId::of::<B::Context>())?.as_ref();
         context.downcast_ref()
     }
@@ -232,10 +232,10 @@ disk_backend_items! {
 impl Visit for OpenBucket<'_> {
     type Output = EngineHandle;
 
-    fn visit<B: DiskBackend>(self) -> Result<EngineHandle> {
+    fn visit<B: Storage>(self) -> Result<EngineHandle> {
         let engine = match self.config.context::<B>() {
-            Some(context) => B::open_in(context, self.path, self.options)?,
-            None => B::open_in(&B::Context::global()?, self.path, self.options)?,
+            Some(context) => DiskEngine::<B>::open_in(context, self.path, self.options)?,
+            None => DiskEngine::<B>::open_in(&B::Context::global()?, self.path, self.options)?,
         };
         Ok(EngineHandle::new(engine))
     }
@@ -252,7 +252,7 @@ disk_backend_items! {
 impl Visit for Budget {
     type Output = BackendConfig;
 
-    fn visit<B: DiskBackend>(self) -> Result<BackendConfig> {
+    fn visit<B: Storage>(self) -> Result<BackendConfig> {
         let context = B::Context::for_buckets(self.buckets)?;
         Ok(self.config.with_context(context))
     }

@@ -101,9 +101,9 @@ pub mod units;
 pub struct ReadmeDoctests;
 
 pub use backend::BackendConfig;
-/// A disk backend's context, and the trait generic code names a backend by (every backend's
-/// storage is one): generic code opens any backend through them.
-pub use tidemark_disk::{BackendContext, DiskBackend};
+/// A disk backend's context and storage traits: generic code opens any backend through them
+/// (`B: Storage`, [`DiskEngine::open_in`](tidemark_disk::DiskEngine::open_in)).
+pub use tidemark_disk::{BackendContext, Storage};
 
 // The engine contract, as a host uses it.
 // The engine trait a host calls, how a backend is opened, and the shared handle to one.

@@ -2,7 +2,7 @@
 //! everything that names them: the `Backend` enum with `ALL`, `name` and `is_compiled`, the crate
 //! re-exports (`tidemark::sled`, ...), the gate macros (`tidemark::sled!`, ...), the dispatch from
 //! a `Backend` to its storage type (`visit`, with the `Visit` trait) and the lint allowances of a
-//! build without any disk backend. Everything else reaches a backend through `DiskBackend`.
+//! build without any disk backend. Everything else reaches a backend through its `Storage` and `BackendContext`.
 
 use tidemark_engine_api::Error;
 
@@ -11,7 +11,7 @@ use crate::Backend;
 /// Generates, from one row per disk backend (`Variant, "name", module, crate::ItsStorage;`, under the
 /// variant's doc comment), every item that names the backends. `name` is at once the backend's
 /// name (command line, store marker) and the facade's cargo feature, and `module` (the same
-/// word) the path of the crate's re-export; `ItsStorage` is its `Storage` type (every storage is a `DiskBackend`).
+/// word) the path of the crate's re-export; `ItsStorage` is its `Storage` type.
 macro_rules! backends {
     // `$d` is a `$` for the gate macros this one defines (a macro cannot write one directly).
     (@with ($d:tt) $(
@@ -113,7 +113,7 @@ macro_rules! backends {
                 type Output;
 
                 /// Does it with backend `B`.
-                fn visit<B: tidemark_disk::DiskBackend>(self) -> $crate::Result<Self::Output>;
+                fn visit<B: tidemark_disk::Storage>(self) -> $crate::Result<Self::Output>;
             }
         }
 

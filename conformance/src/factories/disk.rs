@@ -42,13 +42,13 @@ impl<B> Copy for DiskFactory<B> {}
 
 impl<B: TestedBackend> fmt::Debug for DiskFactory<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DiskFactory<{}>", B::NAME)
+        write!(f, "DiskFactory<{}>", B::BACKEND)
     }
 }
 
 impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
     type Engine = DiskEngine<Chaos<B>>;
-    const NAME: &'static str = B::NAME;
+    const NAME: &'static str = B::BACKEND;
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -62,16 +62,14 @@ impl<B: TestedBackend> EngineFactory for DiskFactory<B> {
     }
 
     /// Also holds the backend to what it declares of itself: its engine names the backend
-    /// `B::NAME` and reports `<B as tidemark_disk::Storage>::RECLAIM_COST` (the scheduler trusts the engine's figure).
+    /// `B::BACKEND` and reports `B::RECLAIM_COST` (the scheduler trusts the engine's figure).
     fn open(&self, dir: &Path, options: EngineOptions) -> Result<DiskEngine<Chaos<B>>> {
         let engine = DiskEngine::<Chaos<B>>::open_in(&B::case_context()?, dir, options)?;
-        if engine.backend_name() != B::NAME
-            || engine.reclaim_cost() != <B as tidemark_disk::Storage>::RECLAIM_COST
-        {
+        if engine.backend_name() != B::BACKEND || engine.reclaim_cost() != B::RECLAIM_COST {
             return Err(tidemark_engine_api::Error::Internal(format!(
                 "backend {} declares reclaim cost {:?}, but its engine says {} and {:?}",
-                B::NAME,
-                <B as tidemark_disk::Storage>::RECLAIM_COST,
+                B::BACKEND,
+                B::RECLAIM_COST,
                 engine.backend_name(),
                 engine.reclaim_cost()
             )));
@@ -128,7 +126,7 @@ impl<B: TestedBackend> DiskFactory<B> {
         dir: &Path,
         options: EngineOptions,
     ) -> Result<DiskEngine<B>> {
-        B::open_in(context, dir, options)
+        DiskEngine::<B>::open_in(context, dir, options)
     }
 
     /// What `buckets` small open buckets of `context` hold at most.
