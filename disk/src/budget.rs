@@ -38,7 +38,7 @@ use tidemark_engine_api::{Error, Result};
 
 mod reservation;
 
-use reservation::{Admission, ProcessProbe, Refusal, Request};
+use reservation::{Admission, ProcessProbe, Refusal, Request, SharedRequest};
 
 /// Descriptors kept free beyond every admitted bucket's ceiling: files an engine opens and closes
 /// within one call on the caller's thread (the high-water record and its directory, redb's
@@ -61,6 +61,43 @@ pub struct ResourceBounds {
     pub fds_reserved: u64,
     /// Resident memory they may hold in all: the shared caches plus a per-bucket overhead, bytes.
     pub memory_bytes: u64,
+}
+
+/// How the descriptors of buckets that share engine instances grow: each instance of
+/// `buckets_per_instance` buckets may hold up to `per_instance` descriptors, whoever of its
+/// buckets opened them, so a bucket that joins an instance adds nothing
+/// ([`BucketBudget::sharing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedCeiling {
+    /// The most descriptors one shared instance may come to hold.
+    pub per_instance: u64,
+    /// The most buckets one instance serves (`usize::MAX`: one instance for all).
+    pub buckets_per_instance: usize,
+}
+
+impl SharedCeiling {
+    /// The most descriptors the instances of `buckets` buckets may hold.
+    pub fn total(&self, buckets: usize) -> u64 {
+        (buckets.div_ceil(self.buckets_per_instance.max(1)) as u64)
+            .saturating_mul(self.per_instance)
+    }
+}
+
+/// What one admitted bucket reserves: a ceiling of its own, or a share of its instances'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ceiling {
+    PerBucket(u64),
+    Shared(SharedCeiling),
+}
+
+impl Ceiling {
+    /// The most descriptors `buckets` buckets may hold.
+    fn total(&self, buckets: usize) -> u64 {
+        match self {
+            Ceiling::PerBucket(ceiling) => (buckets as u64).saturating_mul(*ceiling),
+            Ceiling::Shared(shared) => shared.total(buckets),
+        }
+    }
 }
 
 /// A bucket budget whose page-cache budget is split evenly among the buckets it admits: the
@@ -129,7 +166,7 @@ struct Inner {
     id: u64,
     backend: &'static str,
     max_buckets: usize,
-    fd_ceiling: u64,
+    ceiling: Ceiling,
     open: AtomicUsize,
 }
 
@@ -138,7 +175,7 @@ impl fmt::Debug for BucketBudget {
         f.debug_struct("BucketBudget")
             .field("backend", &self.inner.backend)
             .field("max_buckets", &self.inner.max_buckets)
-            .field("fd_ceiling", &self.inner.fd_ceiling)
+            .field("ceiling", &self.inner.ceiling)
             .field("open", &self.open_buckets())
             .finish()
     }
@@ -148,13 +185,25 @@ impl BucketBudget {
     /// A budget of at most `max_buckets` open buckets (at least 1) of `backend`, each of which
     /// may hold up to `fd_ceiling` file descriptors while open.
     pub fn new(backend: &'static str, max_buckets: usize, fd_ceiling: u64) -> Self {
+        Self::with_ceiling(backend, max_buckets, Ceiling::PerBucket(fd_ceiling))
+    }
+
+    /// A budget of at most `max_buckets` open buckets (at least 1) of `backend` that share
+    /// engine instances: the buckets admitted under one directory (the instances' own, which
+    /// [`BucketBudget::admit`] is then given) reserve `ceiling` together, so a bucket that
+    /// joins an instance reserves nothing more.
+    pub fn sharing(backend: &'static str, max_buckets: usize, ceiling: SharedCeiling) -> Self {
+        Self::with_ceiling(backend, max_buckets, Ceiling::Shared(ceiling))
+    }
+
+    fn with_ceiling(backend: &'static str, max_buckets: usize, ceiling: Ceiling) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         BucketBudget {
             inner: Arc::new(Inner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 backend,
                 max_buckets: max_buckets.max(1),
-                fd_ceiling,
+                ceiling,
                 open: AtomicUsize::new(0),
             }),
         }
@@ -166,9 +215,16 @@ impl BucketBudget {
     }
 
     /// The most descriptors one open bucket may hold (the backend's ceiling), which admission
-    /// reserves for it.
+    /// reserves for it; for buckets sharing instances, what the first bucket of an instance
+    /// reserves (the instance's ceiling).
     pub fn fd_ceiling(&self) -> u64 {
-        self.inner.fd_ceiling
+        self.inner.ceiling.total(1)
+    }
+
+    /// The most descriptors `buckets` open buckets of this budget may hold, which admission
+    /// reserves for them when they share one directory.
+    pub fn fds_reserved(&self, buckets: usize) -> u64 {
+        self.inner.ceiling.total(buckets)
     }
 
     /// Buckets open now.
@@ -176,7 +232,8 @@ impl BucketBudget {
         self.inner.open.load(Ordering::Acquire)
     }
 
-    /// Admits one more bucket, to be opened at `path`, or refuses with
+    /// Admits one more bucket, to be opened at `path` (for a [`BucketBudget::sharing`] budget,
+    /// the directory of the instances it joins), or refuses with
     /// [`Error::ResourceLimit`] when the budget is full or the process's soft file-descriptor
     /// limit has no room for the bucket's ceiling beside what the process holds outside its
     /// buckets, the ceilings of every bucket it has admitted (of any backend) and
@@ -204,12 +261,25 @@ impl BucketBudget {
             inner: Arc::clone(inner),
             reservation: None,
         };
-        let request = Request {
-            budget: inner.id,
-            dir: path,
-            ceiling: inner.fd_ceiling,
+        let admission = match inner.ceiling {
+            Ceiling::PerBucket(ceiling) => reservation::PROCESS.reserve(
+                &ProcessProbe,
+                Request {
+                    budget: inner.id,
+                    dir: path,
+                    ceiling,
+                },
+            )?,
+            Ceiling::Shared(ceiling) => reservation::PROCESS.reserve_shared(
+                &ProcessProbe,
+                SharedRequest {
+                    budget: inner.id,
+                    dir: path,
+                    ceiling,
+                },
+            )?,
         };
-        match reservation::PROCESS.reserve(&ProcessProbe, request)? {
+        match admission {
             Admission::Reserved(id) => {
                 lease.reservation = Some(id);
                 Ok(lease)
@@ -225,8 +295,16 @@ impl BucketBudget {
     /// every bucket beside what else the process holds and reserves.
     fn refusal_message(&self, r: &Refusal) -> String {
         let inner = &self.inner;
-        let (backend, ceiling, max) = (inner.backend, inner.fd_ceiling, inner.max_buckets);
-        let suggested = reservation::limit_for(r.outside, r.reserved_by_others, ceiling, max);
+        let (backend, max) = (inner.backend, inner.max_buckets);
+        let suggested =
+            reservation::limit_for(r.outside, r.reserved_by_others, inner.ceiling.total(max));
+        let ceiling = match inner.ceiling {
+            Ceiling::PerBucket(ceiling) => format!("{ceiling} for a {backend} bucket"),
+            Ceiling::Shared(shared) => format!(
+                "{} for an instance of up to {} {backend} buckets",
+                shared.per_instance, shared.buckets_per_instance
+            ),
+        };
         let how = match r.limit.hard {
             Some(hard) if suggested > hard => format!(
                 "above the hard limit of {hard}, which needs the privilege to raise it: \
@@ -244,9 +322,8 @@ impl BucketBudget {
         format!(
             "no room for one more {backend} bucket under the soft file-descriptor limit \
              (RLIMIT_NOFILE) of {}: the process has {} descriptors open, {} of them outside its \
-             buckets; its {} admitted buckets reserve {} (each the most it may come to hold, \
-             {ceiling} for a {backend} bucket) and {FD_RESERVE} are kept in reserve. Raise the \
-             limit to at least {suggested} for {max} {backend} buckets: {how}",
+             buckets; its {} admitted buckets reserve {} (the most they may come to hold, \
+             {ceiling}) and {FD_RESERVE} are kept in reserve. Raise the limit to at least {suggested} for {max} {backend} buckets: {how}",
             r.soft, r.open, r.outside, r.buckets, r.reserved
         )
     }

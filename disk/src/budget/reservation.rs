@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use super::FD_RESERVE;
+use super::{FD_RESERVE, SharedCeiling};
 use crate::process::{self, FdCount, FdLimit};
 use tidemark_engine_api::Result;
 use tidemark_engine_api::sync;
@@ -69,6 +69,78 @@ struct Held {
     /// `dir` as the kernel names the files under it, once it exists.
     canonical: Option<PathBuf>,
     ceiling: u64,
+    /// For buckets sharing engine instances under `dir`: how their ceiling grows, and how many
+    /// hold this reservation.
+    shared: Option<(SharedCeiling, usize)>,
+}
+
+impl State {
+    /// Why `ceiling` more descriptors for `budget` do not fit, or `None` when they do.
+    fn refusal(&mut self, probe: &impl Probe, budget: u64, ceiling: u64) -> Option<Refusal> {
+        let reserved: u64 = self.held.values().map(|h| h.ceiling).sum();
+        let limit = probe.limit();
+        let (Some(soft), Some(open)) = (limit.soft, probe.open_fds()) else {
+            return None;
+        };
+        if fits(open, reserved, ceiling, soft) {
+            return None;
+        }
+        for held in self.held.values_mut().filter(|h| h.canonical.is_none()) {
+            // A directory not created yet holds nothing.
+            held.canonical = held.dir.canonicalize().ok();
+        }
+        let dirs: Vec<&Path> = (self.held.values())
+            .filter_map(|h| h.canonical.as_deref())
+            .collect();
+        let count = probe.fds_under(&dirs).unwrap_or(FdCount { open, under: 0 });
+        let outside = count.open.saturating_sub(count.under);
+        if fits(outside, reserved, ceiling, soft) {
+            return None;
+        }
+        let own: u64 = (self.held.values())
+            .filter(|h| h.budget == budget)
+            .map(|h| h.ceiling)
+            .sum();
+        Some(Refusal {
+            limit,
+            soft,
+            open: count.open,
+            outside,
+            buckets: self.held.values().map(Held::buckets).sum(),
+            reserved,
+            reserved_by_others: reserved - own,
+        })
+    }
+
+    /// Records a reservation; returns its id.
+    fn insert(
+        &mut self,
+        budget: u64,
+        dir: &Path,
+        ceiling: u64,
+        shared: Option<(SharedCeiling, usize)>,
+    ) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.held.insert(
+            id,
+            Held {
+                budget,
+                dir: dir.to_path_buf(),
+                canonical: None,
+                ceiling,
+                shared,
+            },
+        );
+        id
+    }
+}
+
+impl Held {
+    /// Buckets holding this reservation.
+    fn buckets(&self) -> usize {
+        self.shared.map_or(1, |(_, buckets)| buckets)
+    }
 }
 
 /// One bucket asking to be admitted.
@@ -79,6 +151,17 @@ pub(crate) struct Request<'a> {
     pub dir: &'a Path,
     /// The most descriptors it may come to hold.
     pub ceiling: u64,
+}
+
+/// One bucket asking to be admitted beside the buckets that share engine instances with it
+/// under `dir`: it adds what their ceiling grows by with one more bucket, often nothing.
+pub(crate) struct SharedRequest<'a> {
+    /// The budget it belongs to.
+    pub budget: u64,
+    /// The directory of the shared instances: what they open lies under it.
+    pub dir: &'a Path,
+    /// How the shared instances' ceiling grows with their buckets.
+    pub ceiling: SharedCeiling,
 }
 
 /// The outcome of [`Reservations::reserve`].
@@ -119,12 +202,12 @@ pub(crate) fn fits(outside: u64, reserved: u64, ceiling: u64, soft: u64) -> bool
         <= soft
 }
 
-/// The soft limit under which `buckets` buckets of `ceiling` fit beside `outside` and the
-/// ceilings `others` reserve.
-pub(crate) fn limit_for(outside: u64, others: u64, ceiling: u64, buckets: usize) -> u64 {
+/// The soft limit under which buckets whose ceilings total `ceilings` fit beside `outside` and
+/// the ceilings `others` reserve.
+pub(crate) fn limit_for(outside: u64, others: u64, ceilings: u64) -> u64 {
     outside
         .saturating_add(others)
-        .saturating_add((buckets as u64).saturating_mul(ceiling))
+        .saturating_add(ceilings)
         .saturating_add(FD_RESERVE)
 }
 
@@ -143,56 +226,71 @@ impl Reservations {
     /// the probe cannot read admits (the check cannot be made, it is not guessed).
     pub(crate) fn reserve(&self, probe: &impl Probe, request: Request<'_>) -> Result<Admission> {
         let mut state = sync::lock(&self.state, "descriptor reservation")?;
-        let reserved: u64 = state.held.values().map(|h| h.ceiling).sum();
-        let limit = probe.limit();
-        if let (Some(soft), Some(open)) = (limit.soft, probe.open_fds())
-            && !fits(open, reserved, request.ceiling, soft)
-        {
-            for held in state.held.values_mut().filter(|h| h.canonical.is_none()) {
-                // A directory not created yet holds nothing.
-                held.canonical = held.dir.canonicalize().ok();
-            }
-            let dirs: Vec<&Path> = state
-                .held
-                .values()
-                .filter_map(|h| h.canonical.as_deref())
-                .collect();
-            let count = probe.fds_under(&dirs).unwrap_or(FdCount { open, under: 0 });
-            let outside = count.open.saturating_sub(count.under);
-            if !fits(outside, reserved, request.ceiling, soft) {
-                let own: u64 = (state.held.values())
-                    .filter(|h| h.budget == request.budget)
-                    .map(|h| h.ceiling)
-                    .sum();
-                return Ok(Admission::Refused(Refusal {
-                    limit,
-                    soft,
-                    open: count.open,
-                    outside,
-                    buckets: state.held.len(),
-                    reserved,
-                    reserved_by_others: reserved - own,
-                }));
-            }
+        if let Some(refusal) = state.refusal(probe, request.budget, request.ceiling) {
+            return Ok(Admission::Refused(refusal));
         }
-        let id = state.next;
-        state.next += 1;
-        state.held.insert(
-            id,
-            Held {
-                budget: request.budget,
-                dir: request.dir.to_path_buf(),
-                canonical: None,
-                ceiling: request.ceiling,
-            },
-        );
-        Ok(Admission::Reserved(id))
+        Ok(Admission::Reserved(state.insert(
+            request.budget,
+            request.dir,
+            request.ceiling,
+            None,
+        )))
+    }
+
+    /// Reserves for one more bucket sharing the instances under `request.dir`: what their
+    /// ceiling grows by, when that fits (nothing to check when it does not grow). Every bucket
+    /// of one budget under one directory holds the same reservation, released by the last.
+    pub(crate) fn reserve_shared(
+        &self,
+        probe: &impl Probe,
+        request: SharedRequest<'_>,
+    ) -> Result<Admission> {
+        let mut state = sync::lock(&self.state, "descriptor reservation")?;
+        let joined = state.held.iter().find_map(|(id, held)| {
+            (held.budget == request.budget && held.dir == request.dir)
+                .then_some(held.shared.map(|(_, buckets)| (*id, buckets)))
+                .flatten()
+        });
+        let buckets = joined.map_or(0, |(_, buckets)| buckets);
+        let growth = request
+            .ceiling
+            .total(buckets + 1)
+            .saturating_sub(request.ceiling.total(buckets));
+        if growth > 0
+            && let Some(refusal) = state.refusal(probe, request.budget, growth)
+        {
+            return Ok(Admission::Refused(refusal));
+        }
+        let total = request.ceiling.total(buckets + 1);
+        Ok(Admission::Reserved(match joined {
+            Some((id, _)) => {
+                if let Some(held) = state.held.get_mut(&id) {
+                    held.ceiling = total;
+                    held.shared = Some((request.ceiling, buckets + 1));
+                }
+                id
+            }
+            None => state.insert(
+                request.budget,
+                request.dir,
+                total,
+                Some((request.ceiling, 1)),
+            ),
+        }))
     }
 
     /// Gives back reservation `id`. Never fails: a lock poisoned by a panic elsewhere still
     /// holds a consistent map (every change to it is one call).
     pub(crate) fn release(&self, id: u64) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = state.held.get_mut(&id)
+            && let Some((ceiling, buckets)) = held.shared
+            && buckets > 1
+        {
+            held.ceiling = ceiling.total(buckets - 1);
+            held.shared = Some((ceiling, buckets - 1));
+            return;
+        }
         state.held.remove(&id);
     }
 
@@ -262,8 +360,8 @@ mod tests {
             "saturates, never wraps"
         );
         // Enough for 36 buckets of 28 beside 10 outside and 100 reserved elsewhere.
-        assert_eq!(limit_for(10, 100, 28, 36), 10 + 100 + 36 * 28 + FD_RESERVE);
-        assert_eq!(limit_for(1, 0, u64::MAX, 2), u64::MAX);
+        assert_eq!(limit_for(10, 100, 36 * 28), 10 + 100 + 36 * 28 + FD_RESERVE);
+        assert_eq!(limit_for(1, 0, u64::MAX), u64::MAX);
     }
 
     #[test]
@@ -333,6 +431,85 @@ mod tests {
             panic!("a budget ignored another budget's reservation");
         };
         assert_eq!((refusal.reserved, refusal.reserved_by_others), (29, 28));
+    }
+
+    fn shared(budget: u64, ceiling: SharedCeiling) -> SharedRequest<'static> {
+        SharedRequest {
+            budget,
+            dir: Path::new("/srv/buckets/.shared"),
+            ceiling,
+        }
+    }
+
+    #[test]
+    fn buckets_sharing_instances_reserve_what_the_instances_grow_by() {
+        let reservations = Reservations::new();
+        // Instances of 40 descriptors, 3 buckets each; room for two instances beside 10 outside.
+        let ceiling = SharedCeiling {
+            per_instance: 40,
+            buckets_per_instance: 3,
+        };
+        let probe = fixed(Some(10 + 2 * 40 + FD_RESERVE), Some(10), 0);
+        let ids: Vec<u64> = (0..6)
+            .map(|_| {
+                reserved(
+                    reservations
+                        .reserve_shared(&probe, shared(1, ceiling))
+                        .unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(reservations.reserved(), 80, "six buckets, two instances");
+        assert!(ids.iter().all(|id| *id == ids[0]), "one reservation");
+        let Admission::Refused(refusal) = reservations
+            .reserve_shared(&probe, shared(1, ceiling))
+            .unwrap()
+        else {
+            panic!("a seventh bucket needs a third instance, which does not fit");
+        };
+        assert_eq!((refusal.buckets, refusal.reserved), (6, 80));
+        // A bucket closing frees its instance's share once the instance would hold none.
+        reservations.release(ids[0]);
+        assert_eq!(reservations.reserved(), 80);
+        reservations.release(ids[0]);
+        reservations.release(ids[0]);
+        assert_eq!(reservations.reserved(), 40);
+        for _ in 0..3 {
+            reservations.release(ids[0]);
+        }
+        assert_eq!(reservations.reserved(), 0, "the last bucket releases it");
+    }
+
+    #[test]
+    fn a_bucket_that_adds_no_descriptor_is_admitted_under_a_full_limit() {
+        let reservations = Reservations::new();
+        let one_instance = SharedCeiling {
+            per_instance: 40,
+            buckets_per_instance: usize::MAX,
+        };
+        let probe = fixed(Some(10 + 40 + FD_RESERVE), Some(10), 0);
+        reserved(
+            reservations
+                .reserve_shared(&probe, shared(1, one_instance))
+                .unwrap(),
+        );
+        // The process is now at its limit, yet ten thousand more buckets add nothing.
+        let full = fixed(Some(10 + 40 + FD_RESERVE), Some(10 + 40 + FD_RESERVE), 0);
+        for _ in 0..10_000 {
+            reserved(
+                reservations
+                    .reserve_shared(&full, shared(1, one_instance))
+                    .unwrap(),
+            );
+        }
+        assert_eq!(reservations.reserved(), 40);
+        // Another budget's instances under the same directory are its own.
+        let Admission::Refused(_) = reservations
+            .reserve_shared(&full, shared(2, one_instance))
+            .unwrap()
+        else {
+            panic!("another budget's instance shared a reservation it does not hold");
+        };
     }
 
     #[test]
