@@ -1,6 +1,6 @@
-//! A full manual compaction of one column family down to the bottom level that meets every
-//! table file existing when it starts exactly once (so the compaction filter sees every entry
-//! once per call).
+//! A manual compaction of one column family (or of one key range of it: a bucket's) down to the
+//! bottom level that meets every table file existing when it starts exactly once (so the
+//! compaction filter sees every entry once per call).
 //!
 //! One `compact_range` with `BottommostLevelCompaction::ForceOptimized` is meant to do that: it
 //! compacts each level into the next, then the bottom level into itself, skipping the bottom files
@@ -25,20 +25,36 @@ use crate::rocks_err;
 /// is enough unless concurrent flushes keep placing new files between the leftovers.
 const MAX_EXTRA_PASSES: usize = 8;
 
-/// Compacts the column family `cf` (named `cf_name`) down to the bottom level; see the module
-/// docs. Fails if RocksDB reports a background error meanwhile or files it should have compacted
-/// are still there after [`MAX_EXTRA_PASSES`] targeted passes.
-pub(crate) fn compact_to_bottom(db: &DB, cf: &ColumnFamily, cf_name: &str) -> Result<()> {
+/// Compacts the column family `cf` (named `cf_name`), or only its keys in `range` (`[start,
+/// end)`), down to the bottom level; see the module docs. Fails if RocksDB reports a background
+/// error meanwhile or files it should have compacted are still there after
+/// [`MAX_EXTRA_PASSES`] targeted passes.
+pub(crate) fn compact_to_bottom(
+    db: &DB,
+    cf: &ColumnFamily,
+    cf_name: &str,
+    range: Option<(&[u8], &[u8])>,
+) -> Result<()> {
     let errors_before = background_errors(db)?;
-    let before: HashSet<String> = table_files(db, cf_name)?
-        .into_iter()
-        .map(|f| f.name)
-        .collect();
-    compact_range(db, cf, None, None);
+    let files = || -> Result<Vec<LiveFile>> {
+        let mut files = table_files(db, cf_name)?;
+        if let Some((start, end)) = range {
+            files.retain(|f| overlaps(f, start, end));
+        }
+        Ok(files)
+    };
+    let before: HashSet<String> = files()?.into_iter().map(|f| f.name).collect();
+    match range {
+        // RocksDB's range end is inclusive; the exclusive end is the next prefix, so at most
+        // one key of the next range (its empty key) is compacted with it, which filters it
+        // by its own bucket's rule like any compaction.
+        Some((start, end)) => compact_range(db, cf, Some(start), Some(end)),
+        None => compact_range(db, cf, None, None),
+    }
     let mut pass = 0;
     loop {
         check_errors(db, errors_before)?;
-        let runs = unmet_runs(&table_files(db, cf_name)?, &before);
+        let runs = unmet_runs(&files()?, &before);
         if runs.is_empty() {
             return Ok(());
         }
@@ -102,6 +118,13 @@ fn unmet_runs(files: &[LiveFile], before: &HashSet<String>) -> Vec<Run> {
         runs.extend(current);
     }
     runs
+}
+
+/// Whether the table file `f` holds keys of `[start, end)`.
+pub(crate) fn overlaps(f: &LiveFile, start: &[u8], end: &[u8]) -> bool {
+    let starts_before_end = f.start_key.as_deref().is_none_or(|k| k < end);
+    let ends_after_start = f.end_key.as_deref().is_none_or(|k| k >= start);
+    starts_before_end && ends_after_start
 }
 
 /// The live table files of the column family named `cf_name`.
@@ -169,6 +192,16 @@ mod tests {
             start: Some(start.to_vec()),
             end: Some(end.to_vec()),
         }
+    }
+
+    #[test]
+    fn a_file_overlaps_a_range_it_shares_a_key_with() {
+        let f = file("a", 6, b"k2", b"k4");
+        assert!(overlaps(&f, b"k0", b"k3"));
+        assert!(overlaps(&f, b"k4", b"k5"));
+        assert!(overlaps(&f, b"k0", b"k9"));
+        assert!(!overlaps(&f, b"k0", b"k2"), "the end is exclusive");
+        assert!(!overlaps(&f, b"k5", b"k9"));
     }
 
     #[test]

@@ -1,16 +1,15 @@
 //! The context many buckets share: one block cache, one memtable budget, one rate limiter and
-//! bounded background thread pools for every engine opened from it.
+//! bounded background thread pools for every instance opened from it.
 //!
-//! A process hosting hundreds of buckets must not get hundreds of caches, memtable budgets and
-//! thread pools. Every engine opened with [`crate::RocksDbEngine::open_in`] clones its RocksDB
-//! options from the context's base options; the clone shares the base's `shared_ptr`s, so the
-//! cache, the write-buffer manager and the rate limiter are one object each.
+//! Buckets whose directories share a parent share one RocksDB instance ([`crate::instance`]),
+//! opened with the context's options; the context's options are cloned from its base options,
+//! and the clone shares the base's `shared_ptr`s, so the cache, the write-buffer manager and the
+//! rate limiter are one object each, whatever the number of instances.
 //!
 //! Thread pools: RocksDB runs flushes and compactions on the thread pools of its `Env`, and the
 //! default `Env` is a process-wide singleton. The context sizes those pools once (the last context
 //! created wins), so the number of background threads is bounded by the pool sizes no matter how
-//! many buckets are open; each bucket's `max_background_jobs` only bounds how many of its own jobs
-//! may be queued at a time.
+//! many buckets or instances are open.
 
 use std::sync::Arc;
 
@@ -18,17 +17,20 @@ use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, Env, LogLevel, Options, WriteBufferManager,
 };
 use tidemark_disk::BackendContext;
-use tidemark_disk::budget::{BucketBudget, ResourceBounds};
+use tidemark_disk::budget::{BucketBudget, BucketLease, ResourceBounds, SharedCeiling};
+use tidemark_disk::layout::shared::shared_dir_of;
 use tidemark_engine_api::Result;
 
+use crate::error::BACKEND;
+use crate::instance::SHARED_DIR;
 use crate::rocks_err;
 
-/// File descriptors one open RocksDB bucket holds besides its table files: its info log, lock
-/// file, manifest and WAL, and up to four handles on its directory (RocksDB keeps one for the
+/// File descriptors one open RocksDB instance holds besides its table files: its info log, lock
+/// file, manifest and log, and up to four handles on its directory (RocksDB keeps one for the
 /// database, one shared by the column families it opened with, and one more for each column
-/// family it creates after, here `data` and `meta` of a new bucket; a reopened bucket holds two).
+/// family it creates after, here `data` and `meta` of a new instance; a reopened one holds two).
 /// Counted with `bucket-scale --list-fds`; the scale test checks it.
-pub const FIXED_FDS_PER_BUCKET: u64 = 8;
+pub const FIXED_FDS_PER_INSTANCE: u64 = 8;
 
 /// RocksDB's floor for `max_open_files`: it raises any lower value to 20 (`SanitizeOptions`).
 pub const MIN_OPEN_FILES: u32 = 20;
@@ -39,21 +41,26 @@ pub const MIN_OPEN_FILES: u32 = 20;
 /// own, up to 64 whatever `max_open_files` says.
 pub const NON_TABLE_FILES: u64 = 10;
 
-/// Logs a bucket may hold open besides its current one: each memtable switch starts a new log
-/// and keeps the old one open until RocksDB syncs it, which it does when the next flush begins
-/// (`SyncClosedWals`) or on a log sync (`flush_wal(true)`); a column family stops taking writes at 2 unflushed
-/// memtables (`max_write_buffer_number`, which the context sets), so at most 2 switches each of
-/// `data` and `meta` await a flush.
-pub const RETIRED_LOGS_PER_BUCKET: u64 = 2 * 2;
+/// Logs an instance may hold open besides its current one: each memtable switch starts a new
+/// log and keeps the old one open until RocksDB syncs it, which it does when the next flush
+/// begins (`SyncClosedWals`) or on a log sync (`flush_wal(true)`); a column family stops taking
+/// writes at 2 unflushed memtables (`max_write_buffer_number`, which the context sets), so at
+/// most 2 switches each of `data` and `meta` await a flush.
+pub const RETIRED_LOGS_PER_INSTANCE: u64 = 2 * 2;
 
-/// Files a bucket opens while its manifest rolls over (the new manifest and the temporary file
-/// that becomes `CURRENT`, both before the old manifest closes), or while its info log rolls
-/// over (the new log opens before the old one closes).
-pub const ROLLOVER_FDS_PER_BUCKET: u64 = 2 + 1;
+/// Files an instance opens while its manifest rolls over (the new manifest and the temporary
+/// file that becomes `CURRENT`, both before the old manifest closes), or while its info log
+/// rolls over (the new log opens before the old one closes).
+pub const ROLLOVER_FDS_PER_INSTANCE: u64 = 2 + 1;
 
-/// Resident memory one open, small RocksDB bucket holds besides the shared cache and memtable
-/// budget (its column families' structures, table readers, an idle memtable arena each), bytes.
-pub const MEMORY_PER_BUCKET: u64 = 1 << 20;
+/// Resident memory one open, idle bucket holds besides its instance (its engine's state, its
+/// filter and its route; its rows' memtable and cache use come out of the shared budgets),
+/// bytes. Measured with `bucket-scale` at 10,000 buckets, with headroom.
+pub const MEMORY_PER_BUCKET: u64 = 16 << 10;
+
+/// Resident memory one open instance holds besides the shared cache and memtable budget (its
+/// column families' structures, its table readers' own memory, idle memtable arenas), bytes.
+pub const MEMORY_PER_INSTANCE: u64 = 16 << 20;
 
 /// Threads RocksDB runs besides the flush and compaction pools, whatever the number of buckets
 /// (its statistics dumper and the periodic-task scheduler).
@@ -64,33 +71,33 @@ pub const ROCKSDB_SERVICE_THREADS: u64 = 2;
 pub struct RocksDbContextOptions {
     /// Block cache shared by every bucket, in bytes (default 64 MiB).
     pub block_cache_bytes: usize,
-    /// Memory budget for all memtables of all buckets, in bytes (default 128 MiB). Past ~90% of it
-    /// the bucket being written flushes its memtable.
+    /// Memory budget for all memtables of all instances, in bytes (default 128 MiB). Past ~90% of
+    /// it the instance being written flushes its memtable.
     pub write_buffer_budget_bytes: usize,
-    /// Per-bucket memtable size before a flush, in bytes (default 8 MiB).
+    /// Memtable size of an instance's `data` column family before a flush, in bytes (default
+    /// 8 MiB).
     pub write_buffer_bytes: usize,
-    /// Flush and compaction write rate across all buckets, bytes per second (default 256 MiB/s;
-    /// `None` disables the limiter).
+    /// Flush and compaction write rate across all instances, bytes per second (default
+    /// 256 MiB/s; `None` disables the limiter).
     pub rate_limit_bytes_per_sec: Option<u64>,
     /// Threads of the low-priority (compaction) pool shared by the process (default 2).
     pub compaction_threads: u32,
     /// Threads of the high-priority (flush) pool shared by the process (default 1).
     pub flush_threads: u32,
-    /// Background jobs one bucket may have scheduled at once (default 2).
-    pub max_background_jobs_per_bucket: u32,
-    /// RocksDB's `max_open_files` of each bucket (default 20, RocksDB's least,
-    /// [`MIN_OPEN_FILES`]; lower values count as it): a bucket keeps at most 10 fewer table
-    /// files open ([`NON_TABLE_FILES`]), and re-opens one it needs beyond that. Its ceiling
-    /// ([`RocksDbContextOptions::fd_ceiling`]) grows with it, so every bucket open reserves that many
-    /// more descriptors.
-    pub max_open_files_per_bucket: u32,
+    /// Background jobs one instance may have scheduled at once (default 4).
+    pub max_background_jobs: u32,
+    /// RocksDB's `max_open_files` of each instance (default 256; lower values than
+    /// [`MIN_OPEN_FILES`] count as it): an instance keeps at most 10 fewer table files open
+    /// ([`NON_TABLE_FILES`]), and re-opens one it needs beyond that. Its ceiling
+    /// ([`RocksDbContextOptions::fd_ceiling`]) grows with it.
+    pub max_open_files: u32,
     /// Age after which RocksDB compacts a table file again on its own, in seconds (default one
     /// day; 0 turns it off). The scheduler reclaims a bucket only once enough of it is covered,
     /// and background compactions rarely reach the bottom level, so without this covered entries
     /// in old bottom files could linger indefinitely; periodic compaction runs the watermark
     /// filter over every file at least this often.
     pub periodic_compaction_secs: u64,
-    /// The most buckets open from the context at once (default 1,024); an open beyond it, or
+    /// The most buckets open from the context at once (default 16,384); an open beyond it, or
     /// beyond the process's file-descriptor limit, is [`tidemark_engine_api::Error::ResourceLimit`].
     pub max_buckets: usize,
 }
@@ -104,52 +111,48 @@ impl Default for RocksDbContextOptions {
             rate_limit_bytes_per_sec: Some(256 << 20),
             compaction_threads: 2,
             flush_threads: 1,
-            max_background_jobs_per_bucket: 2,
-            max_open_files_per_bucket: MIN_OPEN_FILES,
+            max_background_jobs: 4,
+            max_open_files: 256,
             periodic_compaction_secs: 24 * 60 * 60,
-            max_buckets: 1024,
+            max_buckets: 16_384,
         }
     }
 }
 
 impl RocksDbContextOptions {
-    /// RocksDB's `max_open_files` of each bucket, as RocksDB applies it.
-    pub fn max_open_files(&self) -> u32 {
-        self.max_open_files_per_bucket.max(MIN_OPEN_FILES)
+    /// RocksDB's `max_open_files` of each instance, as RocksDB applies it.
+    pub fn effective_max_open_files(&self) -> u32 {
+        self.max_open_files.max(MIN_OPEN_FILES)
     }
 
-    /// Table readers one bucket keeps open at most: its table cache's capacity.
+    /// Table readers one instance keeps open at most: its table cache's capacity.
     pub fn table_readers(&self) -> u64 {
-        u64::from(self.max_open_files()) - NON_TABLE_FILES
+        u64::from(self.effective_max_open_files()) - NON_TABLE_FILES
     }
 
-    /// Table files one bucket may be writing at once: RocksDB's per-database limits on its
-    /// background jobs (a quarter of `max_background_jobs` flushes, at least one, and the rest
-    /// compactions, at least one; `DBImpl::GetBGJobLimits`), one output file each (one
-    /// subcompaction per compaction, which the context sets), and the manual compaction of a
-    /// reclaim, which RocksDB runs beside them (one at a time: the engine serialises reclaims).
+    /// Table files one instance may be writing at once: one per flush or compaction running,
+    /// and every one of them (a reclaim's manual compaction included) runs on a thread of the
+    /// process's flush and compaction pools, one output file at a time (one subcompaction per
+    /// compaction, which the context sets).
     pub fn table_writers(&self) -> u64 {
-        let jobs = u64::from(self.max_background_jobs_per_bucket.max(1));
-        let flushes = (jobs / 4).max(1);
-        let compactions = jobs.saturating_sub(flushes).max(1);
-        flushes + compactions + 1
+        u64::from(self.compaction_threads.max(1)) + u64::from(self.flush_threads.max(1))
     }
 
-    /// The most descriptors one open bucket may hold, which admission reserves for it
-    /// ([`tidemark_disk::budget::BucketBudget`]): [`FIXED_FDS_PER_BUCKET`], its table readers,
-    /// [`RETIRED_LOGS_PER_BUCKET`], its table writers and [`ROLLOVER_FDS_PER_BUCKET`] (28 with
-    /// the defaults). Opening a bucket stays within it: recovery reads and writes one file at a
-    /// time while no job runs and the table cache is at most a quarter full.
+    /// The most descriptors one open instance may hold, which admission reserves for the first
+    /// bucket of it (the others add none, [`tidemark_disk::budget::BucketBudget::sharing`]):
+    /// [`FIXED_FDS_PER_INSTANCE`], its table readers, [`RETIRED_LOGS_PER_INSTANCE`], its table
+    /// writers and [`ROLLOVER_FDS_PER_INSTANCE`] (264 with the defaults). Opening an instance
+    /// stays within it: recovery reads and writes one file at a time while no job runs.
     ///
     /// Not counted: table readers in use at once beyond the table cache's capacity (RocksDB's
-    /// cache lets entries in use outgrow it), which takes one compaction or iterator reading
-    /// more level-0 files than the cache holds; level 0 is compacted from 4 files on.
+    /// cache lets entries in use outgrow it), which takes compactions or iterators reading more
+    /// files at once than the cache holds.
     pub fn fd_ceiling(&self) -> u64 {
-        FIXED_FDS_PER_BUCKET
+        FIXED_FDS_PER_INSTANCE
             + self.table_readers()
-            + RETIRED_LOGS_PER_BUCKET
+            + RETIRED_LOGS_PER_INSTANCE
             + self.table_writers()
-            + ROLLOVER_FDS_PER_BUCKET
+            + ROLLOVER_FDS_PER_INSTANCE
     }
 }
 
@@ -176,25 +179,27 @@ impl std::fmt::Debug for RocksDbContext {
 }
 
 impl RocksDbContext {
-    /// What `buckets` open buckets of this context hold at most: the shared flush and
-    /// compaction pools (sized once per process) and RocksDB's service threads,
-    /// [`FIXED_FDS_PER_BUCKET`] descriptors each plus their open table files, and the shared
-    /// block cache and memtable budget plus [`MEMORY_PER_BUCKET`] each; admission reserves
-    /// [`RocksDbContextOptions::fd_ceiling`] descriptors each.
+    /// What `buckets` open buckets of this context, siblings sharing one instance, hold at
+    /// most: the shared flush and compaction pools (sized once per process) and RocksDB's
+    /// service threads, the instance's [`FIXED_FDS_PER_INSTANCE`] descriptors plus its open
+    /// table files, and the shared block cache and memtable budget plus
+    /// [`MEMORY_PER_INSTANCE`] and [`MEMORY_PER_BUCKET`] each; admission reserves the
+    /// instance's [`RocksDbContextOptions::fd_ceiling`] once.
     ///
-    /// `tables_per_bucket` is how many table files each bucket holds open (RocksDB keeps every
-    /// table it reads open, up to [`RocksDbContextOptions::table_readers`]); a small, reclaimed bucket
-    /// holds two, one per column family.
-    pub fn bounds_holding_tables(&self, buckets: usize, tables_per_bucket: u64) -> ResourceBounds {
+    /// `tables` is how many table files the instance holds open (RocksDB keeps every table it
+    /// reads open, up to [`RocksDbContextOptions::table_readers`]).
+    pub fn bounds_holding_tables(&self, buckets: usize, tables: u64) -> ResourceBounds {
         let s = &self.inner.settings;
         let n = buckets as u64;
-        let tables = tables_per_bucket.min(s.table_readers());
+        let instances = u64::from(buckets > 0);
+        let tables = tables.min(s.table_readers());
         ResourceBounds {
             threads: u64::from(s.compaction_threads.max(1) + s.flush_threads.max(1))
                 + ROCKSDB_SERVICE_THREADS,
-            fds: n * (FIXED_FDS_PER_BUCKET + tables),
-            fds_reserved: n * s.fd_ceiling(),
+            fds: instances * (FIXED_FDS_PER_INSTANCE + tables),
+            fds_reserved: self.inner.budget.fds_reserved(buckets),
             memory_bytes: (s.block_cache_bytes + s.write_buffer_budget_bytes) as u64
+                + instances * MEMORY_PER_INSTANCE
                 + n * MEMORY_PER_BUCKET,
         }
     }
@@ -245,19 +250,19 @@ impl BackendContext for RocksDbContext {
             let rate = i64::try_from(rate.max(1)).unwrap_or(i64::MAX);
             base.set_ratelimiter(rate, 100_000, 10);
         }
-        base.set_max_background_jobs(to_c_int(settings.max_background_jobs_per_bucket.max(1)));
+        base.set_max_background_jobs(to_c_int(settings.max_background_jobs.max(1)));
         // What the descriptor ceiling counts on (`RocksDbContextOptions::fd_ceiling`): the table cache
         // in one shard, so it holds no more readers than its capacity; one output file per
         // compaction; at most 2 unflushed memtables per column family.
-        base.set_max_open_files(to_c_int(settings.max_open_files()));
+        base.set_max_open_files(to_c_int(settings.effective_max_open_files()));
         base.set_table_cache_num_shard_bits(0);
         base.set_max_subcompactions(1);
         base.set_max_write_buffer_number(2);
         base.set_write_buffer_size(settings.write_buffer_bytes.max(64 << 10));
-        // Small arena blocks: hundreds of idle memtables must not each reserve a megabyte.
+        // Small arena blocks: an instance's idle `meta` memtable must not reserve a megabyte.
         base.set_arena_block_size(64 << 10);
         base.set_compression_type(DBCompressionType::Lz4);
-        // Keep per-bucket housekeeping files small: hundreds of buckets share one disk.
+        // Keep the instances' housekeeping files small.
         base.set_log_level(LogLevel::Warn);
         base.set_keep_log_file_num(2);
         base.set_max_log_file_size(1 << 20);
@@ -268,10 +273,13 @@ impl BackendContext for RocksDbContext {
 
         Ok(RocksDbContext {
             inner: Arc::new(Inner {
-                budget: BucketBudget::new(
-                    crate::error::BACKEND,
+                budget: BucketBudget::sharing(
+                    BACKEND,
                     settings.max_buckets,
-                    settings.fd_ceiling(),
+                    SharedCeiling {
+                        per_instance: settings.fd_ceiling(),
+                        buckets_per_instance: usize::MAX,
+                    },
                 ),
                 base,
                 cache,
@@ -298,10 +306,17 @@ impl BackendContext for RocksDbContext {
         &self.inner.budget
     }
 
-    /// Small, reclaimed buckets: two table files each, one per column family
-    /// ([`RocksDbContext::bounds_holding_tables`]).
+    /// Reserves against the shared instance's directory, where the descriptors are.
+    fn admit(&self, bucket_dir: &std::path::Path) -> Result<BucketLease> {
+        self.inner
+            .budget
+            .admit(&shared_dir_of(bucket_dir, SHARED_DIR, BACKEND)?)
+    }
+
+    /// Small, reclaimed buckets sharing one instance, holding as many table files as its cache
+    /// allows ([`RocksDbContext::bounds_holding_tables`]).
     fn bounds(&self, buckets: usize) -> ResourceBounds {
-        self.bounds_holding_tables(buckets, 2)
+        self.bounds_holding_tables(buckets, self.inner.settings.table_readers())
     }
 }
 
@@ -314,36 +329,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ceiling_counts_what_rocksdb_may_open_per_bucket() {
+    fn the_ceiling_counts_what_rocksdb_may_open_per_instance() {
         let defaults = RocksDbContextOptions::default();
-        // 8 fixed + 10 table readers + 4 retired logs + 3 table writers + 3 for rollovers.
-        assert_eq!(defaults.table_readers(), 10);
+        // 8 fixed + 246 table readers + 4 retired logs + 3 table writers + 3 for rollovers.
+        assert_eq!(defaults.table_readers(), 246);
         assert_eq!(defaults.table_writers(), 3);
-        assert_eq!(defaults.fd_ceiling(), 28);
-        let with =
-            |max_open_files_per_bucket, max_background_jobs_per_bucket| RocksDbContextOptions {
-                max_open_files_per_bucket,
-                max_background_jobs_per_bucket,
-                ..RocksDbContextOptions::default()
-            };
+        assert_eq!(defaults.fd_ceiling(), 264);
+        let with = |max_open_files, compaction_threads| RocksDbContextOptions {
+            max_open_files,
+            compaction_threads,
+            ..RocksDbContextOptions::default()
+        };
         // Below RocksDB's floor counts as the floor; more open files, more readers.
         assert_eq!(with(5, 2).fd_ceiling(), 28);
         assert_eq!(with(64, 2).fd_ceiling(), 28 + 44);
-        // 8 jobs: 2 flushes and 6 compactions, besides the reclaim's manual compaction.
-        assert_eq!(with(20, 8).table_writers(), 9);
-        assert_eq!(with(20, 0).table_writers(), 3);
+        // Every table writer is a thread of the shared pools.
+        assert_eq!(with(20, 6).table_writers(), 7);
+        assert_eq!(with(20, 0).table_writers(), 2);
     }
 
     #[test]
-    fn the_budget_reserves_the_ceiling_and_bounds_state_it() {
-        let context = RocksDbContext::for_buckets(3).unwrap();
-        assert_eq!(context.inner.budget.fd_ceiling(), 28);
-        let bounds = context.bounds_holding_tables(3, 2);
-        assert_eq!((bounds.fds, bounds.fds_reserved), (3 * 10, 3 * 28));
-        // However many tables a bucket has, it holds no more readers than its cache.
+    fn sibling_buckets_reserve_their_instance_once() {
+        let context = RocksDbContext::for_buckets(10_000).unwrap();
+        assert_eq!(context.inner.budget.fd_ceiling(), 264);
+        let bounds = context.bounds_holding_tables(10_000, 2);
+        assert_eq!((bounds.fds, bounds.fds_reserved), (8 + 2, 264));
+        // However many tables the instance has, it holds no more readers than its cache.
         assert_eq!(
             context.bounds_holding_tables(1, 1000).fds,
-            FIXED_FDS_PER_BUCKET + 10
+            FIXED_FDS_PER_INSTANCE + 246
         );
+        assert_eq!(context.bounds(0).fds_reserved, 0);
     }
 }

@@ -26,18 +26,21 @@ impl tidemark_disk::testing::TestedBackend for RocksDbStorage {
         background_reclaim: true,
         offset_index: false,
         read_only_files: true,
-        self_contained_directory: true,
+        // A bucket's rows live in the instance its directory's siblings share.
+        self_contained_directory: false,
         window_multiple: ROCKSDB_WINDOW_MULTIPLE,
         window_peak_multiple: ROCKSDB_WINDOW_MULTIPLE,
     };
 
     /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table
-    /// file.
+    /// file; a table cache of 54 readers, so an instance's ceiling (72) fits the headroom case's
+    /// limit of 256 descriptors.
     fn growing_context(buckets: usize) -> Result<RocksDbContext> {
         use tidemark_disk::BackendContext;
         RocksDbContext::new(crate::context::RocksDbContextOptions {
             max_buckets: buckets,
             write_buffer_bytes: 64 << 10,
+            max_open_files: 64,
             ..crate::context::RocksDbContextOptions::default()
         })
     }

@@ -1,10 +1,13 @@
 //! # Tidemark RocksDB backend
 //!
-//! [`RocksDbEngine`] stores one bucket in one RocksDB database and reclaims covered entries with a
+//! [`RocksDbEngine`] stores one bucket under a key prefix of the RocksDB instance its directory's
+//! siblings share, and reclaims covered entries with a
 //! general **tag-threshold compaction filter** ([`TagThresholdFilter`]): an entry is removed when
 //! `tag + distance <= supplier()`, the supplier being read once per compaction. The watermark is
-//! one supplier and a wall-clock TTL another ([`watermark_supplier`], [`ttl_filter_factory`]). `reclaim()` flushes and compacts the
-//! whole `data` column family down to the bottom level, so everything covered when it starts is
+//! one supplier and a wall-clock TTL another ([`watermark_supplier`], [`ttl_filter_factory`]); in a
+//! shared instance each key's filter is its bucket's, found by the key's prefix. `reclaim()`
+//! flushes and compacts the bucket's key range of the `data` column family down to the bottom
+//! level, so everything covered when it starts is
 //! physically gone when it returns; `reclaim_below` does the same with a temporary purge threshold
 //! that ignores the retention distance ([`WatermarkThreshold::purge_below`]).
 //!
@@ -12,7 +15,8 @@
 //! ([`RocksDbStorage`]), which supplies only RocksDB's primitives and diagnostics.
 //!
 //! Many buckets in one process share a [`RocksDbContext`]: one block cache, one memtable budget,
-//! one rate limiter and bounded background thread pools.
+//! one rate limiter and bounded background thread pools; sibling bucket directories share one
+//! instance under `<parent>/.tidemark-rocksdb` (one log, one table cache, one set of memtables).
 
 mod compact;
 mod compaction_filter;
@@ -21,6 +25,7 @@ mod context;
 mod declared;
 mod diagnostics;
 mod error;
+mod instance;
 mod storage;
 mod suppliers;
 #[cfg(feature = "testing")]
@@ -28,21 +33,23 @@ pub mod testing;
 
 pub use compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
 pub use context::{
-    FIXED_FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_OPEN_FILES, NON_TABLE_FILES,
-    RETIRED_LOGS_PER_BUCKET, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_BUCKET, RocksDbContext,
-    RocksDbContextOptions,
+    FIXED_FDS_PER_INSTANCE, MEMORY_PER_BUCKET, MEMORY_PER_INSTANCE, MIN_OPEN_FILES,
+    NON_TABLE_FILES, RETIRED_LOGS_PER_INSTANCE, ROCKSDB_SERVICE_THREADS, ROLLOVER_FDS_PER_INSTANCE,
+    RocksDbContext, RocksDbContextOptions,
 };
 #[cfg(feature = "testing")]
 pub use declared::ROCKSDB_WINDOW_MULTIPLE;
 pub use diagnostics::RocksDbDiagnostics;
-pub use storage::{DATA_CF, DB_DIR, META_CF, RocksDbStorage};
+pub use instance::{BucketPrefix, DATA_CF, INSTANCE_PREFIX, META_CF, PREFIX_LEN, SHARED_DIR};
+pub use storage::{BUCKET_RECORD, RocksDbStorage};
 
 /// A Tidemark engine on RocksDB: the shared disk-engine skeleton over [`RocksDbStorage`] (one
-/// RocksDB database per bucket, `<bucket>/db`); reclaims with the watermark compaction filter.
+/// key prefix of the instance shared by the bucket directory's siblings,
+/// `<parent>/.tidemark-rocksdb`); reclaims with the watermark compaction filter.
 /// Its plain figures are the storage's ([`DiskEngine::storage`]: paths, the filter's counters);
 /// what calls into RocksDB is [`RocksDbDiagnostics`].
 ///
-/// `reclaim()` flushes, then compacts the whole `data` column family down to the bottom level,
+/// `reclaim()` flushes, then compacts the bucket's key range of `data` down to the bottom level,
 /// so everything covered when it starts is physically gone when it returns. Its report counts
 /// what the filter removed during the call: exact for a bucket whose background compactions do
 /// not interleave, approximate otherwise (see the crate README). `reclaim_below` does the same

@@ -1,22 +1,23 @@
 //! [`RocksDbStorage`]: the storage primitives of the RocksDB backend under the shared
 //! [`DiskEngine`](tidemark_disk::DiskEngine).
 //!
-//! Column family `data` maps each key to its tagged value (values and tombstones alike, so the
-//! compaction filter sees both; a tombstone is never a RocksDB delete) and carries the watermark
-//! compaction filter. Column family `meta` holds the watermark, the applied end and the format
-//! version under [`MetaKey::bytes`].
+//! A bucket's rows live in the RocksDB instance its directory's parent shares
+//! ([`crate::instance`]), under the bucket's key prefix: column family `data` maps each prefixed
+//! key to its tagged value (values and tombstones alike, so the compaction filter sees both; a
+//! tombstone is never a RocksDB delete), and column family `meta` holds the watermark, the
+//! applied end, the format version and the covered runs under the prefixed [`MetaKey::bytes`].
+//! The bucket directory holds its marker, its high-water record and [`BUCKET_RECORD`], which
+//! names its prefix.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tidemark_disk::BackendContext;
 
-use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, DBRecoveryMode, ErrorKind, FlushOptions, ReadOptions,
-    ReadTier, WriteOptions, properties,
-};
+use rocksdb::{ErrorKind, ReadOptions, ReadTier, WriteOptions, properties};
+use tidemark_disk::BackendContext;
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::layout::FileStart;
+use tidemark_disk::layout::shared::{SharedRecord, shared_dir_of};
 use tidemark_disk::meta::encode_u64;
 use tidemark_disk::{
     CommitRequest, LiveEntries, MetaKey, ReadStored, ReclaimRequest, ReclaimWork, Storage,
@@ -27,39 +28,49 @@ use tidemark_engine_api::covered::MetaRow;
 use tidemark_engine_api::{Error, ReclaimCost, Result};
 
 use crate::compact;
+use crate::compaction_filter::TagThresholdFilterFactory;
 use crate::context::RocksDbContext;
+use crate::instance::{BucketPrefix, DATA_CF, InstanceLease, InstanceMode, META_CF, SHARED_DIR};
 use crate::rocks_err;
 use crate::suppliers::{WatermarkThreshold, watermark_threshold_filter_factory};
 use tidemark_disk::compaction_policy::FilterCounters;
 
 /// Backend name written into the directory marker.
 pub use crate::error::BACKEND;
-/// Subdirectory of the bucket directory holding the RocksDB database.
-pub const DB_DIR: &str = "db";
-/// Column family of the tagged values.
-pub const DATA_CF: &str = "data";
-/// Column family of the watermark, applied end and format version.
-pub const META_CF: &str = "meta";
 
-/// One bucket's RocksDB database and what its compaction filter shares with the engine.
+/// The file of a bucket directory naming the bucket's prefix in its shared instance.
+pub const BUCKET_RECORD: &str = "rocksdb-bucket";
+
+/// One bucket of a shared RocksDB instance and what its compaction filter shares with the
+/// engine.
 pub struct RocksDbStorage {
-    // Declared first so it is dropped (closed) before anything the filter factory shares.
-    db: DB,
-    db_path: PathBuf,
+    prefix: BucketPrefix,
+    /// This bucket's filter, routed to while it is open (unrouted on drop, before the instance
+    /// lease goes).
+    filter: Arc<TagThresholdFilterFactory>,
+    instance: InstanceLease,
+    instance_path: PathBuf,
     context: RocksDbContext,
-    /// What every compaction filter of `data` applies: `W − D`, or a purge threshold while
-    /// `reclaim_below` runs.
+    /// What this bucket's filter applies: `W − D`, or a purge threshold while `reclaim_below`
+    /// runs.
     filter_threshold: Arc<WatermarkThreshold>,
     filter_counters: Arc<FilterCounters>,
-    /// This bucket's place in the context's budget, given back after the database is closed.
+    /// This bucket's place in the context's budget, given back after the instance lease.
     _lease: BucketLease,
 }
 
 impl std::fmt::Debug for RocksDbStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RocksDbStorage")
-            .field("db_path", &self.db_path)
+            .field("instance_path", &self.instance_path)
+            .field("prefix", &self.prefix)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RocksDbStorage {
+    fn drop(&mut self) {
+        self.instance.unroute(self.prefix, &self.filter);
     }
 }
 
@@ -69,30 +80,28 @@ impl RocksDbStorage {
         &self.context
     }
 
-    /// The RocksDB database directory (`<bucket>/db`).
-    pub fn db_path(&self) -> &Path {
-        &self.db_path
+    /// The directory of the RocksDB instance this bucket shares (`<parent>/.tidemark-rocksdb`).
+    pub fn instance_path(&self) -> &Path {
+        &self.instance_path
     }
 
-    /// The counters of every compaction filter of `data` since open.
+    /// The bucket's key prefix in its instance.
+    pub fn prefix(&self) -> BucketPrefix {
+        self.prefix
+    }
+
+    /// The counters of this bucket's compaction filter since open.
     pub fn filter_counters(&self) -> &FilterCounters {
         &self.filter_counters
     }
 
-    /// Flushes the memtables of both column families into table files (no compaction, so no
-    /// filtering: RocksDB filters only in compactions).
+    /// Flushes the instance's memtables into table files (no compaction, so no filtering:
+    /// RocksDB filters only in compactions).
     pub(crate) fn flush_memtables(&self) -> Result<()> {
-        let mut opts = FlushOptions::default();
-        opts.set_wait(true);
-        for name in [DATA_CF, META_CF] {
-            self.db
-                .flush_cf_opt(self.cf(name)?, &opts)
-                .map_err(rocks_err)?;
-        }
-        Ok(())
+        self.instance.flush_memtables()
     }
 
-    /// Flushes, then compacts the whole `data` column family down to the bottom level, so
+    /// Flushes, then compacts this bucket's key range of `data` down to the bottom level, so
     /// everything written so far sits as deep as it goes. The compaction filter runs as in any
     /// compaction, so entries covered by `W − D` go without being counted in any reclaim's
     /// report. Call it through
@@ -101,51 +110,103 @@ impl RocksDbStorage {
     /// ones).
     pub(crate) fn compact_to_bottom(&self) -> Result<()> {
         self.flush_memtables()?;
-        compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)
+        self.compact_range()
     }
 
-    /// An integer property of the `data` column family (0 when RocksDB does not report it).
-    pub(crate) fn data_property(&self, name: impl rocksdb::CStrLike) -> Result<u64> {
-        Ok(self
-            .db
-            .property_int_value_cf(self.cf(DATA_CF)?, name)
-            .map_err(rocks_err)?
-            .unwrap_or(0))
+    fn compact_range(&self) -> Result<()> {
+        let (start, end) = self.range();
+        compact::compact_to_bottom(
+            self.instance.db()?,
+            self.instance.cf(DATA_CF)?,
+            DATA_CF,
+            Some((&start, &end)),
+        )
     }
 
-    /// Table files per level of the `data` column family (index = level).
+    /// The bucket's key range: its prefix, and the first key past it (exclusive).
+    fn range(&self) -> (Vec<u8>, Vec<u8>) {
+        (self.prefix.bytes().to_vec(), self.prefix.end())
+    }
+
+    /// Table files per level of the instance's `data` column family (index = level): every
+    /// bucket's.
     pub(crate) fn data_files_per_level(&self) -> Result<Vec<u64>> {
+        let db = self.instance.db()?;
+        let cf = self.instance.cf(DATA_CF)?;
         (0..7)
-            .map(|level| self.data_property(properties::num_files_at_level(level)))
+            .map(|level| {
+                Ok(db
+                    .property_int_value_cf(cf, properties::num_files_at_level(level))
+                    .map_err(rocks_err)?
+                    .unwrap_or(0))
+            })
             .collect()
     }
 
-    /// Live table-file bytes of the `data` column family.
+    /// Table-file bytes of this bucket's key range of `column` (RocksDB's estimate from the
+    /// files' indexes; memtables are not counted).
+    fn range_bytes(&self, column: &str) -> Result<u64> {
+        let (start, end) = self.range();
+        let sizes = self.instance.db()?.get_approximate_sizes_cf(
+            self.instance.cf(column)?,
+            &[rocksdb::Range::new(&start, &end)],
+        );
+        Ok(sizes.first().copied().unwrap_or(0))
+    }
+
+    /// Key and value bytes of this bucket's `data` rows still in the memtables (a memtable-only
+    /// iterator over its range: at most the memtables' size to read).
+    fn memtable_bytes(&self) -> Result<u64> {
+        let mut opts = ReadOptions::default();
+        opts.set_read_tier(ReadTier::Memtable);
+        opts.fill_cache(false);
+        let mut iter = self.bucket_iter(DATA_CF, opts)?;
+        iter.seek_to_first();
+        let mut bytes = 0u64;
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            bytes = bytes.saturating_add((key.len() + value.len()) as u64);
+            iter.next();
+        }
+        iter.status().map_err(rocks_err)?;
+        Ok(bytes)
+    }
+
+    /// Table-file bytes of this bucket's `data` rows (RocksDB's estimate).
     pub(crate) fn live_sst_bytes(&self) -> Result<u64> {
-        self.data_property(properties::LIVE_SST_FILES_SIZE)
+        self.range_bytes(DATA_CF)
     }
 
     fn add_meta_rows(&self, write: &mut rocksdb::WriteBatch, rows: &[MetaRow]) -> Result<()> {
-        let meta = self.cf(META_CF)?;
+        let meta = self.instance.cf(META_CF)?;
         for row in rows {
+            let key = self.prefix.key(row.name.as_bytes());
             match &row.value {
-                Some(value) => write.put_cf(meta, row.name.as_bytes(), value),
-                None => write.delete_cf(meta, row.name.as_bytes()),
+                Some(value) => write.put_cf(meta, key, value),
+                None => write.delete_cf(meta, key),
             }
         }
         Ok(())
     }
 
-    fn cf(&self, name: &str) -> Result<&ColumnFamily> {
-        self.db
-            .cf_handle(name)
-            .ok_or_else(|| Error::backend(BACKEND, format!("column family {name:?} is missing")))
+    /// An iterator over this bucket's rows of `column` only.
+    fn bucket_iter(
+        &self,
+        column: &str,
+        mut opts: ReadOptions,
+    ) -> Result<rocksdb::DBRawIterator<'_>> {
+        let (start, end) = self.range();
+        opts.set_iterate_lower_bound(start);
+        opts.set_iterate_upper_bound(end);
+        Ok(self
+            .instance
+            .db()?
+            .raw_iterator_cf_opt(self.instance.cf(column)?, opts))
     }
 
-    /// Iterates the whole column family `name` with every block's checksum verified (and the
-    /// block cache left alone), calling `visit` per row. A checksum mismatch (RocksDB reports any
-    /// corruption it meets this way) is a finding, reported with the last key read before it;
-    /// any other error ends the check.
+    /// Iterates this bucket's rows of column family `name` with every block's checksum verified
+    /// (and the block cache left alone), calling `visit` per row with the key without its
+    /// prefix. A checksum mismatch (RocksDB reports any corruption it meets this way) is a
+    /// finding, reported with the last key read before it; any other error ends the check.
     fn scan_verified(
         &self,
         name: &str,
@@ -155,10 +216,11 @@ impl RocksDbStorage {
         let mut opts = ReadOptions::default();
         opts.set_verify_checksums(true);
         opts.fill_cache(false);
-        let mut iter = self.db.raw_iterator_cf_opt(self.cf(name)?, opts);
+        let mut iter = self.bucket_iter(name, opts)?;
         iter.seek_to_first();
         let mut last_key: Option<Vec<u8>> = None;
         while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            let key = key.get(crate::instance::PREFIX_LEN..).unwrap_or_default();
             visit(verifier, key, value);
             let last = last_key.get_or_insert_with(Vec::new);
             last.clear();
@@ -176,41 +238,51 @@ impl RocksDbStorage {
     }
 
     /// The work of one reclaim, with the threshold already in force in the filter: flush, then
-    /// compact everything to the bottom level.
+    /// compact this bucket's key range to the bottom level.
     ///
-    /// The counts are the filter counters' change over the flush and the compaction, the
-    /// baseline taken right before the flush. The flush belongs in the window: it can bring L0 to
-    /// RocksDB's compaction trigger, and the automatic compaction it starts then removes the
+    /// The counts are this bucket's filter counters' change over the flush and the compaction,
+    /// the baseline taken right before the flush. The flush belongs in the window: it can bring
+    /// L0 to RocksDB's compaction trigger, and the automatic compaction it starts then removes
     /// covered entries (often before `compact_range` even begins); those removals are this
     /// reclaim's work, and a baseline taken after the flush would miss some or all of them.
     ///
-    /// The counts are exact when no other background compaction of this bucket interleaves, the
-    /// usual case for a quiet bucket. Otherwise they are approximate: a background compaction
-    /// already running when the call starts is credited to it where its removals fall inside the
-    /// window, and a corrupt entry that a background and the manual compaction both meet is
-    /// counted twice. Nothing covered is missed either way: when the call returns, everything
-    /// below `threshold` is physically gone.
+    /// The counts are exact when no background compaction meets this bucket's keys meanwhile,
+    /// the usual case for a quiet bucket; otherwise they are approximate (a corrupt entry that a
+    /// background and the manual compaction both meet is counted twice). Nothing covered is
+    /// missed either way: when the call returns, everything of this bucket below `threshold` is
+    /// physically gone. The compaction may rewrite table files this bucket shares with its
+    /// neighbours in key order; their entries are filtered by their own buckets' thresholds and
+    /// counted in their own counters.
     fn reclaim_compaction(&self) -> Result<ReclaimWork> {
         let counters_before = self.filter_counters.snapshot();
         self.flush_memtables()?;
         let bytes_before = self.live_sst_bytes()?;
-        let files_before: HashSet<String> = compact::table_files(&self.db, DATA_CF)?
+        let db = self.instance.db()?;
+        let (start, end) = self.range();
+        let overlapping = |files: Vec<rocksdb::LiveFile>| -> Vec<rocksdb::LiveFile> {
+            files
+                .into_iter()
+                .filter(|f| compact::overlaps(f, &start, &end))
+                .collect()
+        };
+        let files_before: HashSet<String> = overlapping(compact::table_files(db, DATA_CF)?)
             .into_iter()
             .map(|f| f.name)
             .collect();
-        compact::compact_to_bottom(&self.db, self.cf(DATA_CF)?, DATA_CF)?;
+        self.compact_range()?;
         let delta = self.filter_counters.snapshot().since(&counters_before);
         let bytes_after = self.live_sst_bytes()?;
-        // What the compaction wrote, from RocksDB's own file metadata: every live table file
-        // that did not exist once the flush was done is one of its outputs (or, rarely, of a
-        // background compaction in the same window, which this reclaim's flush may have set off).
-        let bytes_rewritten = compact::table_files(&self.db, DATA_CF)?
+        // What the compaction wrote, from RocksDB's own file metadata: every live table file of
+        // this bucket's range that did not exist once the flush was done is one of its outputs
+        // (or, rarely, of a background compaction in the same window). A file it shares with a
+        // neighbour counts whole.
+        let bytes_rewritten = overlapping(compact::table_files(db, DATA_CF)?)
             .into_iter()
             .filter(|f| !files_before.contains(&f.name))
             .map(|f| f.size as u64)
             .sum();
         Ok(delta.reclaim_work(
-            &self.db_path,
+            &self.instance_path,
             bytes_before,
             bytes_after,
             Some(bytes_rewritten),
@@ -218,71 +290,100 @@ impl RocksDbStorage {
     }
 }
 
+/// Opens (or creates) the bucket at `dir`'s place in its shared instance: the instance and the
+/// bucket's prefix.
+fn open_place(
+    context: &RocksDbContext,
+    init: &StorageInit<'_>,
+) -> Result<(InstanceLease, BucketPrefix)> {
+    let dir = init.dir;
+    let mode = init.options.open_mode;
+    let shared = shared_dir_of(dir, SHARED_DIR, BACKEND)?;
+    let Some(record) = SharedRecord::read(dir, BUCKET_RECORD)? else {
+        // No record: `require_engine_file` let this open through, so its mode creates.
+        let instance = InstanceLease::open(context, shared, InstanceMode::Create)?;
+        let prefix = instance.take_prefix()?;
+        // The prefix is durably taken before the record names it: a crash in between leaves a
+        // prefix nobody uses, never a bucket without its rows.
+        SharedRecord::new(dir, prefix.0.to_string(), 0)?.write(dir, BUCKET_RECORD)?;
+        return Ok((instance, prefix));
+    };
+    record.check_home(dir, BACKEND, SHARED_DIR)?;
+    let damaged = |reason: String| Error::Damaged {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let prefix = record
+        .name
+        .parse::<u32>()
+        .ok()
+        .filter(|_| record.instance == 0)
+        .map(BucketPrefix)
+        .ok_or_else(|| damaged(format!("its {BUCKET_RECORD} names no bucket prefix")))?;
+    if !shared.join("CURRENT").is_file() {
+        return Err(damaged(format!(
+            "its {BUCKET_RECORD} names bucket {} of the shared RocksDB instance ../{SHARED_DIR}, \
+             which is missing",
+            prefix.0
+        )));
+    }
+    let instance_mode = if mode.writes() {
+        InstanceMode::Existing
+    } else {
+        InstanceMode::ReadOnly
+    };
+    let instance = InstanceLease::open(context, shared, instance_mode)?;
+    if !instance.was_taken(prefix)? {
+        return Err(damaged(format!(
+            "its {BUCKET_RECORD} names bucket {} of the shared RocksDB instance {}, which never \
+             had it (the instance was replaced)",
+            prefix.0,
+            instance.path()?.display()
+        )));
+    }
+    Ok((instance, prefix))
+}
+
 impl Storage for RocksDbStorage {
     const BACKEND: &'static str = BACKEND;
-    /// A compaction of the bucket rewrites its live data.
+    /// A compaction of the bucket's key range rewrites its live data.
     const RECLAIM_COST: ReclaimCost = ReclaimCost::Rewrite;
     type Context = RocksDbContext;
 
-    /// Opens the database under `init.dir` with the shared resources of `context`; the filter
-    /// reads `init.watermark`. It is created when missing if `init.options.open_mode` creates;
-    /// otherwise it must exist ([`Error::NoStore`] when it does not), and
-    /// [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly) opens it with RocksDB's read-only
-    /// open, which writes nothing (not even its info log).
+    /// Opens the bucket at `init.dir` in the instance its parent directory shares (opening the
+    /// instance with `context`'s resources when it is not open yet); its filter reads
+    /// `init.watermark`. A new bucket takes the next prefix of the instance (created when
+    /// missing) if `init.options.open_mode` creates; otherwise its record must exist
+    /// ([`Error::NoStore`] when it does not), and
+    /// [`OpenMode::ReadOnly`](tidemark_engine_api::OpenMode::ReadOnly) opens an instance this
+    /// process does not have open with RocksDB's read-only open, which writes nothing.
     fn open(context: &RocksDbContext, init: StorageInit<'_>, lease: BucketLease) -> Result<Self> {
-        let db_path = init.dir.join(DB_DIR);
-        let mode = init.options.open_mode;
-        // Checked first: the Rust binding creates the database directory before any open.
         init.require_engine_file(
-            &db_path.join("CURRENT"),
-            "RocksDB database",
+            &init.dir.join(BUCKET_RECORD),
+            "RocksDB bucket record",
             FileStart::Header,
         )?;
+        let (instance, prefix) = open_place(context, &init)?;
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,
         ));
         let filter_counters = Arc::new(FilterCounters::default());
-
-        let mut db_opts = context.db_options();
-        db_opts.create_if_missing(mode.creates());
-        db_opts.create_missing_column_families(mode.creates());
-        // A damaged log must not be replayed up to the damage and served as the whole store:
-        // a checksum failure anywhere in the log fails the open (only an incomplete record at
-        // the very end, a write a crash tore, is dropped), and the sizes of closed logs are
-        // recorded in the manifest, so a missing or shortened one fails it too. What this does
-        // not see (a log cut at a record boundary, or zeroed) the high-water record bounds.
-        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
-        db_opts.set_track_and_verify_wals_in_manifest(true);
-        let mut data_opts = context.db_options();
-        data_opts.set_periodic_compaction_seconds(context.settings().periodic_compaction_secs);
-        data_opts.set_compaction_filter_factory(
+        let filter = Arc::new(
             watermark_threshold_filter_factory(Arc::clone(&filter_threshold))
                 .with_counters(Arc::clone(&filter_counters)),
         );
-        let mut meta_opts = context.db_options();
-        meta_opts.set_write_buffer_size(256 << 10);
-        let families = [
-            ColumnFamilyDescriptor::new(DATA_CF, data_opts),
-            ColumnFamilyDescriptor::new(META_CF, meta_opts),
-        ];
-        let db = if mode.writes() {
-            DB::open_cf_descriptors(&db_opts, &db_path, families)
-        } else {
-            // Replays the WAL into memory, never into files.
-            DB::open_cf_descriptors_read_only(&db_opts, &db_path, families, false)
+        // A read-only open neither writes nor compacts; routing it would also refuse a read-only
+        // open beside a writer of the same bucket.
+        if init.options.open_mode.writes() {
+            instance.route(prefix, Arc::clone(&filter))?;
         }
-        // RocksDB's recovery errors ("Corruption: checksum mismatch") do not always name the
-        // database they came from.
-        .map_err(|e| {
-            Error::backend(
-                BACKEND,
-                format!("opening the RocksDB database {}: {e}", db_path.display()),
-            )
-        })?;
+        let instance_path = instance.path()?.to_path_buf();
         Ok(RocksDbStorage {
-            db,
-            db_path,
+            prefix,
+            filter,
+            instance,
+            instance_path,
             context: context.clone(),
             filter_threshold,
             filter_counters,
@@ -291,35 +392,44 @@ impl Storage for RocksDbStorage {
     }
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
-        self.db
-            .get_cf(self.cf(META_CF)?, key.bytes())
+        self.instance
+            .db()?
+            .get_cf(self.instance.cf(META_CF)?, self.prefix.key(key.bytes()))
             .map_err(|e| read_err(key.bytes(), e))
     }
 
     fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
-        // A synced write also syncs the WAL holding every earlier write.
+        // A synced write also syncs the log holding every earlier write.
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db
-            .put_cf_opt(self.cf(META_CF)?, key.bytes(), encode_u64(value), &opts)
+        self.instance
+            .db()?
+            .put_cf_opt(
+                self.instance.cf(META_CF)?,
+                self.prefix.key(key.bytes()),
+                encode_u64(value),
+                &opts,
+            )
             .map_err(rocks_err)
     }
 
     fn holds_data(&self) -> Result<bool> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(DATA_CF)?);
+        let mut iter = self.bucket_iter(DATA_CF, ReadOptions::default())?;
         iter.seek_to_first();
         iter.status().map_err(rocks_err)?;
         Ok(iter.valid())
     }
 
     fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(META_CF)?);
-        iter.seek(prefix.as_bytes());
+        let mut iter = self.bucket_iter(META_CF, ReadOptions::default())?;
+        let start = self.prefix.key(prefix.as_bytes());
+        iter.seek(&start);
         let mut rows = Vec::new();
-        while let (Some(name), Some(value)) = (iter.key(), iter.value()) {
-            if !name.starts_with(prefix.as_bytes()) {
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            if !key.starts_with(&start) {
                 break;
             }
+            let name = key.get(crate::instance::PREFIX_LEN..).unwrap_or_default();
             let name = String::from_utf8(name.to_vec())
                 .map_err(|_| Error::corrupt(name, "metadata row name is not UTF-8".to_owned()))?;
             rows.push((name, value.to_vec()));
@@ -335,25 +445,30 @@ impl Storage for RocksDbStorage {
         }
         let mut write = rocksdb::WriteBatch::default();
         self.add_meta_rows(&mut write, rows)?;
-        self.db.write(write).map_err(rocks_err)
+        self.instance.db()?.write(write).map_err(rocks_err)
     }
 
+    /// One write batch of the bucket's prefixed rows. Synced commits of many buckets of the
+    /// instance at once join one RocksDB write group and share one sync of the log.
     fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
-        let data = self.cf(DATA_CF)?;
+        let data = self.instance.cf(DATA_CF)?;
         let mut write = rocksdb::WriteBatch::default();
         for record in commit.writes {
-            write.put_cf(data, record.key(), record.encoded_value());
+            write.put_cf(data, self.prefix.key(record.key()), record.encoded_value());
         }
         // The applied end rides in the same atomic write: a crash never separates them.
         write.put_cf(
-            self.cf(META_CF)?,
-            MetaKey::AppliedEnd.bytes(),
+            self.instance.cf(META_CF)?,
+            self.prefix.key(MetaKey::AppliedEnd.bytes()),
             encode_u64(commit.applied_end),
         );
         self.add_meta_rows(&mut write, commit.rows)?;
         let mut opts = WriteOptions::default();
         opts.set_sync(commit.sync);
-        self.db.write_opt(write, &opts).map_err(rocks_err)
+        self.instance
+            .db()?
+            .write_opt(write, &opts)
+            .map_err(rocks_err)
     }
 
     /// A read restricted to the memtables and the block cache (`ReadTier::BlockCache`):
@@ -362,7 +477,12 @@ impl Storage for RocksDbStorage {
     fn get_inline<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<Option<T>> {
         let mut opts = ReadOptions::default();
         opts.set_read_tier(ReadTier::BlockCache);
-        match self.db.get_pinned_cf_opt(self.cf(DATA_CF)?, key, &opts) {
+        let stored = self.instance.db()?.get_pinned_cf_opt(
+            self.instance.cf(DATA_CF)?,
+            self.prefix.key(key),
+            &opts,
+        );
+        match stored {
             Ok(value) => read(value.as_deref()).map(Some),
             Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => Ok(None),
             Err(e) => Err(read_err(key, e)),
@@ -371,17 +491,18 @@ impl Storage for RocksDbStorage {
 
     fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
         let value = self
-            .db
-            .get_pinned_cf(self.cf(DATA_CF)?, key)
+            .instance
+            .db()?
+            .get_pinned_cf(self.instance.cf(DATA_CF)?, self.prefix.key(key))
             .map_err(|e| read_err(key, e))?;
         read(value.as_deref())
     }
 
-    /// A reclaim is a flush and a manual compaction of the whole `data` column family down to
+    /// A reclaim is a flush and a manual compaction of the bucket's key range of `data` down to
     /// and including the bottom level, during which the filter removes what the threshold
-    /// covers. A purge (`reclaim_below`) puts its threshold in the filter for the duration of
-    /// the call (see [`WatermarkThreshold::purge_below`]); a plain reclaim's threshold is the
-    /// filter's own `W − D`.
+    /// covers. A purge (`reclaim_below`) puts its threshold in the bucket's filter for the
+    /// duration of the call (see [`WatermarkThreshold::purge_below`]); a plain reclaim's
+    /// threshold is the filter's own `W − D`.
     fn reclaim(&self, request: ReclaimRequest<'_>) -> Result<ReclaimWork> {
         // Held for the whole compaction; dropping it restores `W − D`.
         let _purge = request
@@ -390,19 +511,42 @@ impl Storage for RocksDbStorage {
         self.reclaim_compaction()
     }
 
+    /// The bucket's rows on disk: the table-file bytes of its key ranges of both column
+    /// families (RocksDB's estimate from the files' indexes), plus the bytes of its rows still
+    /// in the memtables, which are on disk in the shared log until a flush. The rest of the
+    /// instance's files (manifest, info log, options) are shared and counted in no bucket.
     fn bytes_on_disk(&self) -> Result<u64> {
-        dir_bytes(&self.db_path)
+        Ok(self.range_bytes(DATA_CF)? + self.range_bytes(META_CF)? + self.memtable_bytes()?)
     }
 
+    /// RocksDB's estimate of the keys of the instance's `data`, in the share the bucket's
+    /// table bytes are of all of them (an even share of the open buckets' while nothing is
+    /// flushed).
     fn live_entries(&self) -> Result<LiveEntries> {
+        let db = self.instance.db()?;
+        let cf = self.instance.cf(DATA_CF)?;
+        let property = |name| -> Result<u64> {
+            Ok(db
+                .property_int_value_cf(cf, name)
+                .map_err(rocks_err)?
+                .unwrap_or(0))
+        };
+        let keys = property(properties::ESTIMATE_NUM_KEYS)?;
+        let all = property(properties::LIVE_SST_FILES_SIZE)?;
+        let count = if all == 0 {
+            keys / (self.context.open_buckets().max(1) as u64)
+        } else {
+            let share = self.live_sst_bytes()?.min(all);
+            u64::try_from(u128::from(keys) * u128::from(share) / u128::from(all)).unwrap_or(keys)
+        };
         Ok(LiveEntries {
-            count: self.data_property(properties::ESTIMATE_NUM_KEYS)?,
+            count,
             exact: false,
         })
     }
 
     fn flush(&self) -> Result<()> {
-        self.db.flush_wal(true).map_err(rocks_err)
+        self.instance.db()?.flush_wal(true).map_err(rocks_err)
     }
 
     /// Syncs the log alongside the writers, so the synced write of a watermark change has only
@@ -411,18 +555,21 @@ impl Storage for RocksDbStorage {
         self.flush()
     }
 
-    /// Flushes the memtables into table files (and the log), so a cleanly closed store reopens
-    /// from its table files and manifest alone: damage to the log after a clean close loses
-    /// nothing.
+    /// Syncs the log; the instance's last bucket also flushes the memtables into table files,
+    /// so a cleanly closed instance reopens from its table files and manifest alone (damage to
+    /// the log after a clean close loses nothing).
     fn close(&self) -> Result<()> {
-        self.flush_memtables()?;
+        if self.instance.is_last() {
+            self.flush_memtables()?;
+        }
         self.flush()
     }
 
-    /// Every row of `data` must decode below the applied end; both column families are read in
-    /// full with RocksDB's block checksums verified (RocksDB keeps no offset index to compare).
+    /// Every row of the bucket's `data` range must decode below the applied end; the bucket's
+    /// ranges of both column families are read in full with RocksDB's block checksums verified
+    /// (RocksDB keeps no offset index to compare).
     fn verify(&self, verifier: &mut Verifier) -> Result<()> {
-        verifier.engine_check("rocksdb block checksums (every block of both column families)");
+        verifier.engine_check("rocksdb block checksums (every block of the bucket's rows)");
         self.scan_verified(DATA_CF, verifier, |v, key, stored| {
             v.data_row(key, stored);
         })?;
@@ -435,13 +582,19 @@ impl tidemark_disk::testing::StorageHooks for RocksDbStorage {
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db
-            .put_cf_opt(self.cf(DATA_CF)?, key, stored, &opts)
+        self.instance
+            .db()?
+            .put_cf_opt(
+                self.instance.cf(DATA_CF)?,
+                self.prefix.key(key),
+                stored,
+                &opts,
+            )
             .map_err(rocks_err)
     }
 
-    /// Flushes, then compacts the `data` column family down to the bottom level
-    /// ([`RocksDbDiagnostics::compact_to_bottom`](crate::RocksDbDiagnostics::compact_to_bottom)): `flush` only syncs the WAL, so without this older
+    /// Flushes, then compacts the bucket's range of `data` down to the bottom level
+    /// ([`RocksDbDiagnostics::compact_to_bottom`](crate::RocksDbDiagnostics::compact_to_bottom)): `flush` only syncs the log, so without this older
     /// versions would still sit in the memtable beside newer ones.
     fn settle(&self) -> Result<()> {
         self.compact_to_bottom()
@@ -458,19 +611,4 @@ fn read_err(key: &[u8], e: rocksdb::Error) -> Error {
     } else {
         rocks_err(e)
     }
-}
-
-/// Bytes of the regular files directly inside `dir` (RocksDB keeps its files flat).
-fn dir_bytes(dir: &Path) -> Result<u64> {
-    let mut total = 0u64;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        // A file deleted between listing and stat (an obsolete SST) simply no longer counts.
-        if let Ok(meta) = entry.metadata()
-            && meta.is_file()
-        {
-            total = total.saturating_add(meta.len());
-        }
-    }
-    Ok(total)
 }

@@ -4,15 +4,18 @@ use std::path::{Path, PathBuf};
 
 use tidemark_engine_api::{Error, Result};
 
-use crate::storage::DB_DIR;
+use tidemark_disk::layout::shared::shared_dir_of;
 
-/// Inverts 16 bytes a quarter into the largest table file of the closed bucket at `bucket_dir`
-/// and returns that file. With the `data` column family compacted into one table of
+use crate::error::BACKEND;
+use crate::instance::SHARED_DIR;
+
+/// Inverts 16 bytes a quarter into the largest table file of the shared instance of the closed
+/// bucket at `bucket_dir` and returns that file. With the `data` column family compacted into one table of
 /// incompressible values, that is inside a data block, far from the index and the footer, so the
 /// store still opens and reading the block fails its checksum.
 pub fn damage_a_data_block(bucket_dir: &Path) -> Result<PathBuf> {
     let mut largest: Option<(u64, PathBuf)> = None;
-    for entry in std::fs::read_dir(bucket_dir.join(DB_DIR))? {
+    for entry in std::fs::read_dir(shared_dir_of(bucket_dir, SHARED_DIR, BACKEND)?)? {
         let path = entry?.path();
         let len = std::fs::metadata(&path)?.len();
         if path.extension().is_some_and(|x| x == "sst")

@@ -3,12 +3,34 @@
 //! recovery purge (`reclaim_below`) and its temporary filter threshold, and the directory layout.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+/// A bucket directory `<temporary>/b` of its own: a RocksDB bucket's rows live in the instance
+/// beside it (`<temporary>/.tidemark-rocksdb`), so each test's buckets get an instance of their
+/// own.
+struct BucketDir(
+    // Held for its drop: the temporary directory goes with the bucket.
+    #[allow(dead_code)] tempfile::TempDir,
+    std::path::PathBuf,
+);
+
+impl BucketDir {
+    fn path(&self) -> &std::path::Path {
+        &self.1
+    }
+}
+
+fn bucket_dir() -> BucketDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    std::fs::create_dir(&dir).unwrap();
+    BucketDir(tmp, dir)
+}
+
 use std::path::Path;
 use tidemark_backend_rocksdb::RocksDbDiagnostics;
 use tidemark_disk::BackendContext;
 
 use rocksdb::{DB, Options};
-use tidemark_backend_rocksdb::{DATA_CF, DB_DIR, META_CF};
+use tidemark_backend_rocksdb::{BucketPrefix, DATA_CF, META_CF, SHARED_DIR};
 use tidemark_backend_rocksdb::{RocksDbContext, RocksDbContextOptions, RocksDbEngine};
 use tidemark_engine_api::{Engine, EngineOptions, Error, LocalLookup, OpenEngine};
 
@@ -41,7 +63,7 @@ fn old_at_bottom_new_in_l0(engine: &RocksDbEngine, newer_is_tombstone: bool) {
 #[test]
 fn reclaiming_a_newer_version_never_resurrects_the_bottom_one() {
     for tombstone in [false, true] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = bucket_dir();
         let engine = open(tmp.path());
         old_at_bottom_new_in_l0(&engine, tombstone);
         engine.advance_watermark(6).unwrap();
@@ -64,7 +86,7 @@ fn reclaiming_a_newer_version_never_resurrects_the_bottom_one() {
 
 #[test]
 fn covering_only_the_older_version_keeps_the_newer_and_later_removes_both() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open(tmp.path());
     old_at_bottom_new_in_l0(&engine, false);
     // W = 3 covers k@1 only, but k@1 is no longer the key's entry: k@5 is, and it is not covered.
@@ -90,7 +112,7 @@ fn covering_only_the_older_version_keeps_the_newer_and_later_removes_both() {
 
 #[test]
 fn watermark_and_applied_end_survive_reopen_and_the_filter_uses_them() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     {
         let engine = open(tmp.path());
         for i in 0..10u64 {
@@ -112,7 +134,7 @@ fn watermark_and_applied_end_survive_reopen_and_the_filter_uses_them() {
 
 #[test]
 fn covered_estimate_tracks_writes_and_reclaims() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open(tmp.path());
     let mut batch = tidemark_engine_api::WriteBatch::new();
     for i in 0..100u64 {
@@ -132,31 +154,38 @@ fn covered_estimate_tracks_writes_and_reclaims() {
     assert_eq!(stats.counters.reclaimed_values, 40);
 }
 
+/// The shared instance of the closed bucket at `dir`, opened raw.
 fn raw_meta_db(dir: &Path) -> DB {
     let opts = Options::default();
-    DB::open_cf(&opts, dir.join(DB_DIR), [DATA_CF, META_CF]).unwrap()
+    let instance = dir.parent().unwrap().join(SHARED_DIR);
+    DB::open_cf(&opts, instance, [DATA_CF, META_CF]).unwrap()
+}
+
+/// The first bucket of an instance has prefix 0.
+fn first_bucket(key: &[u8]) -> Vec<u8> {
+    BucketPrefix(0).key(key)
 }
 
 #[test]
 fn unparsable_metadata_is_corrupt_and_newer_format_is_unsupported() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     drop(open(tmp.path()));
     {
         let db = raw_meta_db(tmp.path());
         let meta = db.cf_handle(META_CF).unwrap();
-        db.put_cf(meta, b"watermark", b"xyz").unwrap();
+        db.put_cf(meta, first_bucket(b"watermark"), b"xyz").unwrap();
     }
     match RocksDbEngine::open(tmp.path(), EngineOptions::default()) {
         Err(Error::Corrupt { key, .. }) => assert_eq!(key, b"meta/watermark"),
         other => panic!("expected Corrupt, got {other:?}"),
     }
 
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     drop(open(tmp.path()));
     {
         let db = raw_meta_db(tmp.path());
         let meta = db.cf_handle(META_CF).unwrap();
-        db.put_cf(meta, b"format_version", 3u64.to_be_bytes())
+        db.put_cf(meta, first_bucket(b"format_version"), 3u64.to_be_bytes())
             .unwrap();
     }
     match RocksDbEngine::open(tmp.path(), EngineOptions::default()) {
@@ -167,19 +196,34 @@ fn unparsable_metadata_is_corrupt_and_newer_format_is_unsupported() {
 
 #[test]
 fn directory_layout_and_foreign_directories() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let bucket = tmp.path().join("missing").join("bucket");
     drop(open(&bucket));
     assert!(bucket.join("TIDEMARK").is_file());
-    assert!(bucket.join(DB_DIR).join("CURRENT").is_file());
+    assert!(
+        bucket
+            .join(tidemark_backend_rocksdb::BUCKET_RECORD)
+            .is_file()
+    );
+    let instance = tmp.path().join("missing").join(SHARED_DIR);
+    assert!(instance.join("CURRENT").is_file());
+    // A second sibling joins the instance under the next prefix.
+    let sibling = tmp.path().join("missing").join("sibling");
+    let engine = open(&sibling);
+    assert_eq!(engine.storage().prefix(), BucketPrefix(1));
+    assert_eq!(
+        engine.storage().instance_path(),
+        std::fs::canonicalize(&instance).unwrap()
+    );
+    drop(engine);
 
-    let foreign = tempfile::tempdir().unwrap();
+    let foreign = bucket_dir();
     std::fs::write(foreign.path().join("data.redb"), b"x").unwrap();
     assert!(matches!(
         RocksDbEngine::open(foreign.path(), EngineOptions::default()),
         Err(Error::ForeignDirectory { .. })
     ));
-    let other = tempfile::tempdir().unwrap();
+    let other = bucket_dir();
     tidemark_disk::layout::claim_directory(other.path(), "sled").unwrap();
     assert!(matches!(
         RocksDbEngine::open(other.path(), EngineOptions::default()),
@@ -189,7 +233,7 @@ fn directory_layout_and_foreign_directories() {
 
 #[test]
 fn raw_injection_is_kept_and_counted_by_reclaim_and_fails_lookup() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open(tmp.path());
     engine.put(b"good", b"v", 0).unwrap();
     engine.insert_raw(b"bad", b"\x09garbage").unwrap();
@@ -208,7 +252,7 @@ fn engines_in_a_private_context_and_unsynced_writes() {
         ..RocksDbContextOptions::default()
     })
     .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let options = EngineOptions::default().with_sync_writes(false);
     {
         let engine = RocksDbEngine::open_in(&ctx, tmp.path(), options.clone()).unwrap();
@@ -255,7 +299,7 @@ fn present(engine: &RocksDbEngine, i: u64) -> bool {
 
 #[test]
 fn reclaim_below_ignores_the_retention_distance_and_then_restores_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open_with_distance(tmp.path(), 20);
     put_range(&engine, 0..30);
     engine.advance_watermark(25).unwrap();
@@ -282,7 +326,7 @@ fn reclaim_below_ignores_the_retention_distance_and_then_restores_it() {
 
 #[test]
 fn reclaim_below_a_threshold_under_w_minus_d_removes_only_below_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open_with_distance(tmp.path(), 0);
     put_range(&engine, 0..20);
     engine.advance_watermark(15).unwrap();
@@ -295,7 +339,7 @@ fn reclaim_below_a_threshold_under_w_minus_d_removes_only_below_it() {
 
 #[test]
 fn reclaim_below_never_touches_entries_at_or_above_w() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open_with_distance(tmp.path(), u64::MAX);
     put_range(&engine, 0..20);
     engine.delete(b"k020", 20).unwrap();
@@ -313,7 +357,7 @@ fn reclaim_below_never_touches_entries_at_or_above_w() {
 
 #[test]
 fn reclaim_below_purges_a_lagging_replica_up_to_the_adopted_watermark() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     {
         let engine = open_with_distance(tmp.path(), 20);
         put_range(&engine, 0..30);
@@ -340,7 +384,7 @@ fn reclaim_below_purges_a_lagging_replica_up_to_the_adopted_watermark() {
 #[test]
 fn reclaim_below_never_resurrects_an_older_bottom_version() {
     for tombstone in [false, true] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = bucket_dir();
         let engine = open_with_distance(tmp.path(), 10);
         old_at_bottom_new_in_l0(&engine, tombstone);
         engine.advance_watermark(6).unwrap();
@@ -353,7 +397,7 @@ fn reclaim_below_never_resurrects_an_older_bottom_version() {
 
 #[test]
 fn compact_to_bottom_places_everything_in_the_last_level() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open(tmp.path());
     engine.put(b"a", b"1", 0).unwrap();
     engine.compact_to_bottom().unwrap();
@@ -370,7 +414,7 @@ fn compact_to_bottom_places_everything_in_the_last_level() {
 /// order, after a file the same call wrote there; reclaim compacts those files too.
 #[test]
 fn reclaim_reaches_bottom_files_after_one_it_just_wrote() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = open(tmp.path());
     // Two older bottom files, k0 and k5, each written by its own reclaim...
     engine.delete(b"k5", 7).unwrap();
@@ -397,7 +441,7 @@ fn reclaim_reaches_bottom_files_after_one_it_just_wrote() {
 /// compaction does them.
 #[test]
 fn reclaim_counts_what_the_compaction_its_flush_triggers_removes() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     // Each reopen flushes the recovered WAL into one more L0 file.
     for offset in 0..3u64 {
         let engine = open(tmp.path());
@@ -420,7 +464,7 @@ fn reclaim_counts_what_the_compaction_its_flush_triggers_removes() {
 
 #[test]
 fn reclaim_reports_the_bytes_its_compaction_wrote() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine =
         RocksDbEngine::open(tmp.path(), EngineOptions::default().with_sync_writes(false)).unwrap();
     let batch: tidemark_engine_api::WriteBatch = (0..2_000u64)
@@ -461,10 +505,10 @@ fn periodic_compaction_reaches_rocksdb() {
         ..RocksDbContextOptions::default()
     })
     .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     let engine = RocksDbEngine::open_in(&ctx, tmp.path(), EngineOptions::default()).unwrap();
     // RocksDB writes the options in force to an OPTIONS file: the data column family has it.
-    let options: String = std::fs::read_dir(engine.storage().db_path())
+    let options: String = std::fs::read_dir(engine.storage().instance_path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {

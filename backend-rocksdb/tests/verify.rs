@@ -3,6 +3,28 @@
 //! read-only.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+/// A bucket directory `<temporary>/b` of its own: a RocksDB bucket's rows live in the instance
+/// beside it (`<temporary>/.tidemark-rocksdb`), so each test's buckets get an instance of their
+/// own.
+struct BucketDir(
+    // Held for its drop: the temporary directory goes with the bucket.
+    #[allow(dead_code)] tempfile::TempDir,
+    std::path::PathBuf,
+);
+
+impl BucketDir {
+    fn path(&self) -> &std::path::Path {
+        &self.1
+    }
+}
+
+fn bucket_dir() -> BucketDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    std::fs::create_dir(&dir).unwrap();
+    BucketDir(tmp, dir)
+}
+
 use std::path::Path;
 use tidemark_backend_rocksdb::RocksDbDiagnostics;
 
@@ -33,7 +55,7 @@ fn read_only(dir: &Path) -> RocksDbEngine {
 
 #[test]
 fn a_clean_store_passes_the_checksum_check() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     write_store(tmp.path());
     let report = read_only(tmp.path()).verify().unwrap();
     assert!(report.is_clean(), "{report:?}");
@@ -44,7 +66,7 @@ fn a_clean_store_passes_the_checksum_check() {
 
 #[test]
 fn a_damaged_data_block_is_a_finding_not_an_error() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = bucket_dir();
     write_store(tmp.path());
     damage_a_data_block(tmp.path()).unwrap();
 

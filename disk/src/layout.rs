@@ -4,6 +4,7 @@
 //! another engine's.
 
 pub mod high_water;
+pub mod shared;
 
 use std::fs;
 use std::io::ErrorKind;
