@@ -9,10 +9,13 @@
 //! measurement's threads, descriptors and memory never leak into the next. The child lowers its
 //! soft descriptor limit to `--fd-limit` (default 1,024, the usual default of a login shell) so
 //! the figures are those of a host that did not raise it; `--fd-limit 0` keeps the inherited one.
-//! In the child every bucket is opened through `Backend::open_with` with the backend
-//! backend's context sized for the count (`BackendConfig::with_budget`), given 100 records
-//! (synced), its watermark advanced over a tenth of them and reclaimed; the figures are read with
-//! every bucket open. Then all are closed and reopened, and one record of each read back.
+//! In the child every bucket is opened through `Backend::open_with` with the backend's context
+//! sized for the count (`BackendConfig::with_budget`). The first `--written` (default 100) are
+//! given 100 records (synced), their watermarks advanced over a tenth of them and reclaimed; then
+//! the rest are opened and left idle, which gives an idle bucket's share of resident memory (the
+//! growth over them, per bucket); then the idle ones are written, advanced and reclaimed too, and
+//! the figures are read with every bucket open. Then all are closed and reopened, and one record
+//! of each read back.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a report, not library code
 
 use std::path::Path;
@@ -31,6 +34,9 @@ struct Args {
     /// Records written to each bucket.
     #[arg(long, default_value_t = 100)]
     records: u64,
+    /// Buckets written before the rest are opened idle (for the idle share of memory).
+    #[arg(long, default_value_t = 100)]
+    written: usize,
     /// Soft file-descriptor limit the child runs under (0: the inherited limit).
     #[arg(long, default_value_t = 1024)]
     fd_limit: u64,
@@ -63,15 +69,16 @@ fn main() -> ExitCode {
         }
     );
     println!(
-        "| backend | buckets | threads (idle) | open fds (idle) | RSS MiB (idle) | open s | reopen s | RSS MiB reopened | result |"
+        "| backend | buckets | threads (idle) | open fds (idle) | RSS MiB (idle) | idle bucket KiB | open s | reopen s | RSS MiB reopened | result |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let exe = std::env::current_exe().expect("current exe");
     let mut failed = false;
     for backend in backends {
         for &n in &args.buckets {
             let out = Command::new(&exe)
                 .args(["--records", &args.records.to_string()])
+                .args(["--written", &args.written.to_string()])
                 .args(["--fd-limit", &args.fd_limit.to_string()])
                 .args(args.list_fds.then_some("--list-fds"))
                 .args(["--child", backend.name(), &n.to_string()])
@@ -112,29 +119,38 @@ fn child(args: &Args, backend: &str, buckets: usize) -> ExitCode {
     let config = BackendConfig::default()
         .with_budget(backend, buckets)
         .unwrap();
-    let (result, usage, open, reopen) = match measure(backend, &config, dir.path(), buckets, args) {
-        Ok((usage, open, reopen)) => ("ok".to_string(), usage, open, Some(reopen)),
-        Err(failure) => {
-            let (opened, e, usage, open) = *failure;
-            (
-                format!("failed opening bucket {opened}: {e}"),
-                usage,
-                open,
-                None,
-            )
-        }
-    };
+    let (result, usage, open, reopen, idle_share) =
+        match measure(backend, &config, dir.path(), buckets, args) {
+            Ok(m) => (
+                "ok".to_string(),
+                m.usage,
+                m.open,
+                Some(m.reopen),
+                m.idle_share,
+            ),
+            Err(failure) => {
+                let (opened, e, usage, open) = *failure;
+                (
+                    format!("failed opening bucket {opened}: {e}"),
+                    usage,
+                    open,
+                    None,
+                    None,
+                )
+            }
+        };
     let reopened = ProcessUsage::current();
     let mib = |b: Option<u64>| b.map_or("?".into(), |b| format!("{:.0}", b as f64 / 1048576.0));
     let n = |v: Option<u64>| v.map_or("?".into(), |v| v.to_string());
     println!(
-        "ROW {} ({}) | {} ({}) | {} ({}) | {:.2} | {} | {} | {}",
+        "ROW {} ({}) | {} ({}) | {} ({}) | {} | {:.2} | {} | {} | {}",
         n(usage.threads),
         n(idle.threads),
         n(usage.open_fds),
         n(idle.open_fds),
         mib(usage.rss_bytes),
         mib(idle.rss_bytes),
+        idle_share.map_or("-".into(), |b| format!("{:.1}", b as f64 / 1024.0)),
         open.as_secs_f64(),
         reopen.map_or("-".into(), |d| format!("{:.2}", d.as_secs_f64())),
         mib(reopened.rss_bytes),
@@ -145,18 +161,44 @@ fn child(args: &Args, backend: &str, buckets: usize) -> ExitCode {
 
 type Failure = Box<(usize, tidemark::Error, ProcessUsage, Duration)>;
 
-/// Opens, fills and reclaims every bucket, reads the usage, then closes and reopens them all.
-/// Returns the usage, the time spent opening and the time spent reopening.
+/// What one child measured.
+struct Measured {
+    /// With every bucket open, written and reclaimed.
+    usage: ProcessUsage,
+    /// Time spent opening them.
+    open: Duration,
+    /// Time spent reopening them after all were closed.
+    reopen: Duration,
+    /// Resident memory an idle bucket adds, bytes: the growth while the buckets past the
+    /// written ones are opened idle, per bucket (`None` without idle ones).
+    idle_share: Option<u64>,
+}
+
+/// Opens and fills the first `--written` buckets, opens the rest idle (for the idle share of
+/// memory), fills and reclaims those too, reads the usage, then closes and reopens them all.
 fn measure(
     backend: Backend,
     config: &BackendConfig,
     root: &Path,
     buckets: usize,
     args: &Args,
-) -> std::result::Result<(ProcessUsage, Duration, Duration), Failure> {
+) -> std::result::Result<Measured, Failure> {
     let mut open_time = Duration::ZERO;
     let mut engines = Vec::with_capacity(buckets);
+    let written = args.written.min(buckets);
+    let fail = |i: usize, open_time: Duration| {
+        move |e: tidemark::Error| Box::new((i, e, ProcessUsage::current(), open_time))
+    };
+    let mut with_written = None;
     for i in 0..buckets {
+        if i == written {
+            // The written buckets' memory has settled before the idle ones are counted.
+            for engine in &engines {
+                let engine: &EngineHandle = engine;
+                engine.flush().map_err(fail(i, open_time))?;
+            }
+            with_written = ProcessUsage::current().rss_bytes;
+        }
         let started = Instant::now();
         let opened = backend.open_with(
             &root.join(format!("bucket-{i}")),
@@ -164,10 +206,19 @@ fn measure(
             config,
         );
         open_time += started.elapsed();
-        let engine = opened.map_err(|e| Box::new((i, e, ProcessUsage::current(), open_time)))?;
-        fill(&engine, args.records)
-            .map_err(|e| Box::new((i, e, ProcessUsage::current(), open_time)))?;
+        let engine = opened.map_err(fail(i, open_time))?;
+        if i < written {
+            fill(&engine, args.records).map_err(fail(i, open_time))?;
+        }
         engines.push(engine);
+    }
+    let idle = (buckets - written) as u64;
+    let idle_share = with_written
+        .zip(ProcessUsage::current().rss_bytes)
+        .filter(|_| idle > 0)
+        .map(|(before, after)| after.saturating_sub(before) / idle);
+    for (i, engine) in engines.iter().enumerate().skip(written) {
+        fill(engine, args.records).map_err(fail(i, open_time))?;
     }
     let usage = ProcessUsage::current();
     if args.list_fds {
@@ -202,7 +253,12 @@ fn measure(
             other => panic!("bucket {i} lost its data after reopen: {other:?}"),
         }
     }
-    Ok((usage, open_time, reopen))
+    Ok(Measured {
+        usage,
+        open: open_time,
+        reopen,
+        idle_share,
+    })
 }
 
 /// `records` puts at offsets `0..records`, the watermark over the first tenth, one reclaim.

@@ -49,6 +49,7 @@ use crate::skip::notice;
 pub mod bucket;
 pub mod engine;
 mod lake;
+pub mod many;
 
 /// Kills per backend by default.
 pub const DEFAULT_KILLS: u64 = 30;
@@ -405,8 +406,9 @@ fn open_store<F: crate::EngineFactory>(factory: &F, dir: &Path) -> F::Engine {
         .unwrap_or_else(|e| panic!("{}: reopen after a kill: {e}", F::NAME))
 }
 
-/// Stamps the crash tests for one backend: `#[test] fn crash()` (the engine) and
-/// `#[test] fn bucket_crash()` (a `HistoricalBucket` with the scheduler and a persisted lake).
+/// Stamps the crash tests for one backend: `#[test] fn crash()` (the engine),
+/// `#[test] fn bucket_crash()` (a `HistoricalBucket` with the scheduler and a persisted lake) and
+/// `#[test] fn many_crash()` (100 sibling buckets written at once, [`many`]).
 #[macro_export]
 macro_rules! crash_case {
     ($factory:expr) => {
@@ -424,6 +426,14 @@ macro_rules! crash_case {
         fn bucket_crash() {
             let name = $crate::child::test_name(module_path!(), "bucket_crash");
             $crate::crash::bucket::run(&name, &$factory);
+        }
+
+        /// SIGKILLs of a child writing 100 sibling buckets at once from 4 threads
+        /// (`TIDEMARK_CRASH_MANY_KILLS`, default 8); every bucket of every reopen is checked.
+        #[test]
+        fn many_crash() {
+            let name = $crate::child::test_name(module_path!(), "many_crash");
+            $crate::crash::many::run(&name, &$factory);
         }
     };
 }
