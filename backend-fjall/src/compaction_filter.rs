@@ -42,7 +42,15 @@ impl CompactionFilter for TagThresholdFilter {
         _context: &Context,
     ) -> CompactionFilterResult {
         let key = item.key();
-        let verdict = match catch_unwind(AssertUnwindSafe(|| item.value())) {
+        Ok(self.verdict(key, item))
+    }
+}
+
+impl TagThresholdFilter {
+    /// The verdict on `item`, stored for the bucket key `key` (a bucket's keyspace stores some
+    /// keys escaped, and a value's checksum covers the bucket's key).
+    pub(crate) fn verdict(&self, key: &[u8], item: ItemAccessor<'_>) -> Verdict {
+        match catch_unwind(AssertUnwindSafe(|| item.value())) {
             Ok(Ok(stored)) if self.policy.removes(key, &stored) => Verdict::Remove,
             Ok(Ok(_)) => Verdict::Keep,
             Ok(Err(_)) => {
@@ -53,8 +61,7 @@ impl CompactionFilter for TagThresholdFilter {
                 self.policy.keep_after_panic();
                 Verdict::Keep
             }
-        };
-        Ok(verdict)
+        }
     }
 }
 

@@ -1,21 +1,23 @@
-//! The fjall database the buckets of one directory share, and the routing of its compaction
+//! The fjall databases the buckets of one directory share, and the routing of their compaction
 //! filters to the bucket each keyspace belongs to.
 //!
 //! fjall starts a worker pool per `Database` (at least one thread) and journals every keyspace
 //! of a database in one journal. One database per bucket would put a thread per bucket in the
-//! process; instead the buckets whose directories sit in the same parent directory keep their
-//! two keyspaces in shared databases under `<parent>/`[`SHARED_DIR`], numbered `0`, `1`, ...,
-//! each opened when the first of its buckets opens and closed when the last of them closes.
-//! The registry is process-wide, not per context: fjall locks its directory, so two contexts
-//! must never open the same database twice.
+//! process; instead the buckets whose directories sit in the same parent directory share
+//! databases under `<parent>/`[`SHARED_DIR`], numbered `0`, `1`, ..., each opened when the first
+//! of its buckets opens and closed when the last of them closes. A bucket is one keyspace of its
+//! database, `<name>`[`DATA_SUFFIX`]; the metadata rows of all buckets of a database live in one
+//! keyspace, [`SHARED_META_KEYSPACE`], under the bucket's name (a keyspace costs memory and a
+//! place in the recovery queue below, a metadata row almost nothing). The registry is
+//! process-wide, not per context: fjall locks its directory, so two contexts must never open the
+//! same database twice.
 //!
-//! A database holds at most [`MAX_BUCKETS_PER_DATABASE`] buckets, a precaution: while it
-//! recovers, fjall 3.1.13 (`Database::recover`) queues one flush or compaction request per
-//! keyspace that needs one into channels of 1,000 with a blocking send before it starts the
-//! workers that drain them, so by that reading a database of more than about 500 buckets that
-//! all need one could block its own open. Neither a clean close nor a crash of 520 buckets in one
-//! database reached it in tests (their keyspaces did not all need a request), but the cost of the
-//! cap is small: one more worker pool per 400 buckets.
+//! A database holds at most [`MAX_BUCKETS_PER_DATABASE`] buckets: while it recovers, fjall
+//! 3.1.13 (`Database::recover`) sends one flush or compaction request per keyspace that needs one
+//! into its workers' channel of 1,000 with a blocking send, before it starts the workers that
+//! drain it, so a database of more than 1,000 keyspaces that all need one would block its own
+//! open. With the shared metadata keyspace, 999 buckets are 1,000 keyspaces: the channel holds a
+//! request for every one of them.
 //!
 //! A keyspace's compaction filter is assigned when fjall opens the keyspace (at database
 //! recovery, before its bucket is open), so every `data` keyspace gets a [`RoutedFilterFactory`]
@@ -24,31 +26,42 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
 };
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{Config, Database, Keyspace, KeyspaceCreateOptions};
 use tidemark_engine_api::sync::lock;
 use tidemark_engine_api::{Error, Result};
 
-use crate::compaction_filter::TagThresholdFilterFactory;
+use crate::compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
 use crate::error::{BACKEND, fjall_err};
 use crate::options::FjallContextOptions;
+use crate::storage::flush_keyspaces;
 
 /// Name of the directory of the shared databases, beside the bucket directories they serve.
 pub const SHARED_DIR: &str = ".tidemark-fjall";
 
-/// The most buckets (two keyspaces each) one shared database takes: 800 keyspaces stay well
-/// under the 1,000 requests fjall can queue while it recovers (see the module docs), with room
-/// for buckets created concurrently and for keyspaces left over by deleted directories.
-pub const MAX_BUCKETS_PER_DATABASE: usize = 400;
+/// The most keyspaces one shared database holds: fjall's recovery queues up to one request per
+/// keyspace into a channel of 1,000 before its workers start (see the module docs).
+pub const MAX_KEYSPACES_PER_DATABASE: usize = 1000;
+
+/// The most buckets one shared database takes: one keyspace each, beside the shared metadata
+/// keyspace. Keyspaces left over by deleted bucket directories take a bucket's place.
+pub const MAX_BUCKETS_PER_DATABASE: usize = MAX_KEYSPACES_PER_DATABASE - 1;
 
 /// Suffix of a bucket's data keyspace (its tagged values), after the bucket's keyspace name.
 pub const DATA_SUFFIX: &str = ".data";
-/// Suffix of a bucket's metadata keyspace (watermark, applied end, format version, runs).
-pub const META_SUFFIX: &str = ".meta";
+
+/// The keyspace of a shared database holding every bucket's metadata rows (watermark, applied
+/// end, format version, covered runs), each under the bucket's name, a NUL byte and the row's
+/// name. No bucket's keyspace has this name: theirs end in [`DATA_SUFFIX`].
+pub const SHARED_META_KEYSPACE: &str = "tidemark.meta";
+
+/// Memtable size of the shared metadata keyspace: its rows are small, and every flush of it
+/// stalls the database's writers (a journal sync).
+const META_MEMTABLE_BYTES: u64 = 4 << 20;
 
 /// fjall's least journal budget (its builder panics below it); smaller settings count as it.
 pub const MIN_JOURNAL_BUDGET: u64 = 64 << 20;
@@ -56,16 +69,78 @@ pub const MIN_JOURNAL_BUDGET: u64 = 64 << 20;
 /// count as it.
 pub const MIN_CACHED_FILES: usize = 10;
 
+/// Major compactions (reclaims) one shared database runs at once. A reclaim compacts on its
+/// caller's thread, so without a limit every reclaiming thread would hold an output table file
+/// open in the same database; the descriptors a database is admitted for count this many.
+pub const RECLAIMS_PER_DATABASE: usize = 2;
+
 type Routes = Mutex<HashMap<String, Arc<TagThresholdFilterFactory>>>;
 
-/// One open shared database and the filter factory of each open bucket's data keyspace.
+/// One open shared database, its metadata keyspace and the filter factory of each open bucket's
+/// data keyspace.
 pub(crate) struct SharedDatabase {
+    // Declared before `db`: the keyspace handle goes before the database closes.
+    meta: Keyspace,
     db: Database,
     path: PathBuf,
     routes: Arc<Routes>,
-    /// Held while a bucket picks its keyspace name, creates its keyspaces and routes them, so
-    /// two new buckets never pick the same name.
+    /// Held while a bucket checks for room, picks its keyspace name, creates its keyspace and
+    /// routes it, so two new buckets never pick the same name nor overfill the database.
     creating: Mutex<()>,
+    /// Reclaims compacting now (at most [`RECLAIMS_PER_DATABASE`]).
+    compacting: Mutex<usize>,
+    /// Signalled when a reclaim's compaction ends.
+    compacted: Condvar,
+}
+
+/// The figures every shared database of a context is opened with: the context's block cache
+/// (one for all of them) and each database's share of the journal budget and of the descriptor
+/// cache.
+#[derive(Clone)]
+pub(crate) struct DatabaseSettings {
+    /// A fjall configuration holding the context's block cache, which every database the context
+    /// opens takes.
+    pub(crate) cache: Config,
+    /// Worker threads of each database.
+    pub(crate) worker_threads: usize,
+    /// Journal budget of each database, bytes.
+    pub(crate) journal_bytes: u64,
+    /// Table files each database keeps open at most.
+    pub(crate) cached_files: usize,
+}
+
+impl std::fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("cache_bytes", &self.cache.cache.capacity())
+            .field("worker_threads", &self.worker_threads)
+            .field("journal_bytes", &self.journal_bytes)
+            .field("cached_files", &self.cached_files)
+            .finish()
+    }
+}
+
+impl DatabaseSettings {
+    /// The settings of the databases a context of `settings` opens: its block cache, and the
+    /// journal budget and descriptor cache split among the databases its `max_buckets` buckets
+    /// of one directory fill (each at least fjall's least).
+    pub(crate) fn new(settings: &FjallContextOptions) -> Self {
+        let databases = databases_for(settings.max_buckets);
+        DatabaseSettings {
+            cache: Database::builder(Path::new(SHARED_DIR))
+                .cache_size(settings.cache_bytes)
+                .into_config(),
+            worker_threads: settings.worker_threads.max(1),
+            journal_bytes: (settings.journal_budget_bytes / databases as u64)
+                .max(MIN_JOURNAL_BUDGET),
+            cached_files: (settings.max_cached_files / databases).max(MIN_CACHED_FILES),
+        }
+    }
+}
+
+/// Shared databases `buckets` buckets of one directory fill (at least one).
+pub(crate) fn databases_for(buckets: usize) -> usize {
+    buckets.div_ceil(MAX_BUCKETS_PER_DATABASE).max(1)
 }
 
 impl std::fmt::Debug for SharedDatabase {
@@ -97,7 +172,7 @@ impl DatabaseLease {
     pub(crate) fn open(
         bucket_dir: &Path,
         number: u32,
-        settings: &FjallContextOptions,
+        settings: &DatabaseSettings,
     ) -> Result<Self> {
         Self::open_at(
             shared_dir_of(bucket_dir)?.join(number.to_string()),
@@ -110,20 +185,30 @@ impl DatabaseLease {
         Ok(shared_dir_of(bucket_dir)?.join(number.to_string()).is_dir())
     }
 
-    /// Opens (or joins) the first shared database of `bucket_dir` with room for one more bucket
-    /// ([`MAX_BUCKETS_PER_DATABASE`], counting leftover keyspaces), creating the next when all
-    /// are full; returns it with its number.
-    pub(crate) fn open_with_room(
+    /// Creates a bucket in the first shared database of `bucket_dir` with room for one more
+    /// ([`MAX_KEYSPACES_PER_DATABASE`], leftover keyspaces counted), creating the next database
+    /// when all are full: `create` runs alone among the buckets being created in that database,
+    /// with the room checked under the same lock. Returns the database, its number and what
+    /// `create` returned.
+    pub(crate) fn create_bucket<T>(
         bucket_dir: &Path,
-        settings: &FjallContextOptions,
-    ) -> Result<(Self, u32)> {
+        settings: &DatabaseSettings,
+        mut create: impl FnMut(&DatabaseLease) -> Result<T>,
+    ) -> Result<(Self, u32, T)> {
         let root = shared_dir_of(bucket_dir)?;
         for number in 0..u32::MAX {
-            let path = root.join(number.to_string());
-            let existed = path.is_dir();
-            let lease = Self::open_at(path, settings)?;
-            if !existed || lease.db()?.keyspace_count() < 2 * MAX_BUCKETS_PER_DATABASE {
-                return Ok((lease, number));
+            let lease = Self::open_at(root.join(number.to_string()), settings)?;
+            let created = {
+                let shared = lease.shared()?;
+                let _alone = lock(&shared.creating, "fjall bucket creation")?;
+                if shared.db.keyspace_count() < MAX_KEYSPACES_PER_DATABASE {
+                    Some(create(&lease)?)
+                } else {
+                    None
+                }
+            };
+            if let Some(created) = created {
+                return Ok((lease, number, created));
             }
         }
         Err(Error::ResourceLimit {
@@ -132,7 +217,7 @@ impl DatabaseLease {
         })
     }
 
-    fn open_at(path: PathBuf, settings: &FjallContextOptions) -> Result<Self> {
+    fn open_at(path: PathBuf, settings: &DatabaseSettings) -> Result<Self> {
         let mut open = lock(&OPEN, REGISTRY)?;
         let map = open.get_or_insert_with(HashMap::new);
         if let Some(shared) = map.get(&path).and_then(Weak::upgrade) {
@@ -163,10 +248,29 @@ impl DatabaseLease {
         Ok(&self.shared()?.path)
     }
 
-    /// Runs `create` alone among the buckets of this database that are being created.
-    pub(crate) fn creating<T>(&self, create: impl FnOnce() -> Result<T>) -> Result<T> {
-        let _alone = lock(&self.shared()?.creating, "fjall bucket creation")?;
-        create()
+    /// The keyspace holding every bucket's metadata rows ([`SHARED_META_KEYSPACE`]).
+    pub(crate) fn meta(&self) -> Result<&Keyspace> {
+        Ok(&self.shared()?.meta)
+    }
+
+    /// Runs `compact` once fewer than [`RECLAIMS_PER_DATABASE`] reclaims of this database
+    /// compact.
+    pub(crate) fn compacting<T>(&self, compact: impl FnOnce() -> Result<T>) -> Result<T> {
+        let shared = self.shared()?;
+        {
+            let mut running = lock(&shared.compacting, "fjall reclaim permits")?;
+            while *running >= RECLAIMS_PER_DATABASE {
+                running = shared
+                    .compacted
+                    .wait(running)
+                    .map_err(|_| Error::Poisoned {
+                        what: "fjall reclaim permits",
+                    })?;
+            }
+            *running += 1;
+        }
+        let _permit = Permit(shared);
+        compact()
     }
 
     /// Whether the keyspace `name` exists.
@@ -221,6 +325,23 @@ impl DatabaseLease {
     }
 }
 
+/// One reclaim's place among a database's compacting ones, given back when dropped (also when
+/// the compaction fails or panics).
+struct Permit<'a>(&'a SharedDatabase);
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        // A count is consistent whatever panicked while the lock was held.
+        let mut running = self
+            .0
+            .compacting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *running = running.saturating_sub(1);
+        self.0.compacted.notify_one();
+    }
+}
+
 impl Drop for DatabaseLease {
     fn drop(&mut self) {
         let Some(shared) = self.shared.take() else {
@@ -231,20 +352,28 @@ impl Drop for DatabaseLease {
         let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
         // The last lease closes the database while holding the registry, so nobody reopens it
         // before fjall has released its lock and joined its workers.
-        if Arc::strong_count(&shared) == 1
-            && let Some(map) = open.as_mut()
-        {
-            map.remove(&shared.path);
+        if Arc::strong_count(&shared) == 1 {
+            if let Some(map) = open.as_mut() {
+                map.remove(&shared.path);
+            }
+            // The buckets' closes synced their metadata rows in the journal but left them in the
+            // shared keyspace's memtable (a flush per bucket would stall every writer each time);
+            // flushed once here, a reopen replays nothing of them. Best effort: the journal
+            // holds them anyway.
+            let _ = flush_keyspaces(&[&shared.meta]);
         }
         drop(shared);
     }
 }
 
 impl SharedDatabase {
-    fn open(path: PathBuf, settings: &FjallContextOptions) -> Result<Self> {
+    fn open(path: PathBuf, settings: &DatabaseSettings) -> Result<Self> {
         let routes: Arc<Routes> = Arc::default();
         let assigner_routes = Arc::clone(&routes);
-        let db = tuned_builder(&path, settings)
+        let mut config = Database::builder(&path)
+            .worker_threads(settings.worker_threads.max(1))
+            .max_journaling_size(settings.journal_bytes.max(MIN_JOURNAL_BUDGET))
+            .max_cached_files(Some(settings.cached_files.max(MIN_CACHED_FILES)))
             .with_compaction_filter_factories(Arc::new(move |keyspace: &str| {
                 keyspace.ends_with(DATA_SUFFIX).then(|| {
                     Arc::new(RoutedFilterFactory {
@@ -253,41 +382,56 @@ impl SharedDatabase {
                     }) as Arc<dyn Factory>
                 })
             }))
-            .open()
-            .map_err(|e| match e {
-                fjall::Error::Locked => Error::backend(
-                    BACKEND,
-                    format!(
-                        "the shared fjall database {} is locked by another process",
-                        path.display()
-                    ),
+            .into_config();
+        // One block cache for every database of the context: fjall 3's builder only makes a new
+        // one, but its configuration holds the cache as a shared handle. Block keys carry the
+        // table's tree id, unique in the process, so databases never read each other's blocks.
+        config.cache = Arc::clone(&settings.cache.cache);
+        let open_err = |e: fjall::Error| match e {
+            fjall::Error::Locked => Error::backend(
+                BACKEND,
+                format!(
+                    "the shared fjall database {} is locked by another process",
+                    path.display()
                 ),
-                other => Error::backend(
-                    BACKEND,
-                    format!("opening the fjall database {}: {other}", path.display()),
-                ),
-            })?;
+            ),
+            other => Error::backend(
+                BACKEND,
+                format!("opening the fjall database {}: {other}", path.display()),
+            ),
+        };
+        let db = Database::open(config).map_err(open_err)?;
+        let meta = db
+            .keyspace(SHARED_META_KEYSPACE, || {
+                KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
+            })
+            .map_err(open_err)?;
         Ok(SharedDatabase {
+            meta,
             db,
             path,
             routes,
             creating: Mutex::new(()),
+            compacting: Mutex::new(0),
+            compacted: Condvar::new(),
         })
     }
 }
 
-/// A fjall database builder at `path` tuned as `settings` say (block cache, workers, journal
-/// budget, descriptor cache): the shared databases' own, and a raw fjall baseline's, so a
-/// benchmark compares Tidemark's bookkeeping, not tuning.
+/// A fjall database builder at `path` tuned as one shared database of a context of `settings`
+/// (a block cache of `cache_bytes`, its workers, its share of the journal budget and of the
+/// descriptor cache): a raw fjall baseline's, so a benchmark compares Tidemark's bookkeeping,
+/// not tuning. (The shared databases themselves share the context's one block cache.)
 pub fn tuned_builder(
     path: &Path,
     settings: &FjallContextOptions,
 ) -> fjall::DatabaseBuilder<Database> {
+    let shared = DatabaseSettings::new(settings);
     Database::builder(path)
         .cache_size(settings.cache_bytes)
-        .worker_threads(settings.worker_threads.max(1))
-        .max_journaling_size(settings.journal_budget_bytes.max(MIN_JOURNAL_BUDGET))
-        .max_cached_files(Some(settings.max_cached_files.max(MIN_CACHED_FILES)))
+        .worker_threads(shared.worker_threads)
+        .max_journaling_size(shared.journal_bytes)
+        .max_cached_files(Some(shared.cached_files))
 }
 
 /// The routes, for the callers that cannot fail (a drop, fjall's filter factory on its worker
@@ -337,44 +481,75 @@ impl Factory for RoutedFilterFactory {
         "tidemark.RoutedFilterFactory"
     }
 
-    fn make_filter(&self, context: &Context) -> Box<dyn CompactionFilter> {
+    fn make_filter(&self, _context: &Context) -> Box<dyn CompactionFilter> {
         let factory = lock_routes_infallibly(&self.routes)
             .get(&self.keyspace)
             .cloned();
         match factory {
-            Some(factory) => Box::new(KeepingMarker(factory.make_filter(context))),
+            Some(factory) => Box::new(KeepingMarker(factory.start())),
             None => Box::new(KeepAll),
         }
     }
 }
 
-/// A bucket's filter that never sees its flush marker ([`FLUSH_MARKER_LEN`]): the marker is
-/// not a tagged value, and removing it would defeat its purpose.
-struct KeepingMarker(Box<dyn CompactionFilter>);
+/// A bucket's filter that never sees its flush marker ([`FLUSH_MARKER_KEY`]): the marker is
+/// not a tagged value, and removing it would defeat its purpose. It decides every other entry
+/// by the bucket's own key, unescaped ([`bucket_key`]).
+struct KeepingMarker(TagThresholdFilter);
 
 impl CompactionFilter for KeepingMarker {
-    fn filter_item(&mut self, item: ItemAccessor<'_>, context: &Context) -> CompactionFilterResult {
-        if is_flush_marker(item.key()) {
-            return Ok(Verdict::Keep);
-        }
-        self.0.filter_item(item, context)
+    fn filter_item(
+        &mut self,
+        item: ItemAccessor<'_>,
+        _context: &Context,
+    ) -> CompactionFilterResult {
+        Ok(match bucket_key(item.key()) {
+            None => Verdict::Keep,
+            Some(key) => self.0.verdict(key, item),
+        })
     }
 }
 
-/// Length of the key of a bucket's flush marker in its `data` keyspace: the longest key fjall
-/// stores, one byte above [`tidemark_engine_api::MAX_KEY_LEN`], so no user key is ever it.
-pub const FLUSH_MARKER_LEN: usize = u16::MAX as usize;
+/// The first byte of a stored key that is escaped: a bucket's key starting with it is stored with
+/// it once more in front, so every stored key starting with it but the flush marker is at least
+/// two bytes long, the second one this byte too.
+pub(crate) const ESCAPE: u8 = 0xff;
 
-const _: () = assert!(FLUSH_MARKER_LEN > tidemark_engine_api::MAX_KEY_LEN);
+/// The key of a bucket's flush marker in its `data` keyspace: the one byte `0xff`, which no
+/// bucket key is stored as (a bucket key starting with `0xff` is stored with one more `0xff` in
+/// front). A short key keeps the marker's cost small: every table holding it keeps it
+/// in its key range and index in memory, and a 65,535-byte marker (the one length no bucket key
+/// has) cost about 200 KiB of memory per reclaimed bucket.
+pub const FLUSH_MARKER_KEY: &[u8] = &[ESCAPE];
 
-/// The key of the flush marker.
-pub(crate) fn flush_marker_key() -> Vec<u8> {
-    vec![0xff; FLUSH_MARKER_LEN]
+/// How a bucket's `key` is stored in its `data` keyspace: as it is, or with [`ESCAPE`] in front
+/// when it starts with it (at most [`tidemark_engine_api::MAX_KEY_LEN`] + 1 bytes, within
+/// fjall's 16-bit key length).
+pub(crate) fn stored_key(key: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if key.first() == Some(&ESCAPE) {
+        let mut escaped = Vec::with_capacity(key.len() + 1);
+        escaped.push(ESCAPE);
+        escaped.extend_from_slice(key);
+        std::borrow::Cow::Owned(escaped)
+    } else {
+        std::borrow::Cow::Borrowed(key)
+    }
 }
 
-/// Whether `key` is the flush marker's (only its length can say: no user key is that long).
+/// The bucket's key a stored key is ([`stored_key`] undone); `None` for the flush marker.
+pub(crate) fn bucket_key(stored: &[u8]) -> Option<&[u8]> {
+    match stored {
+        [ESCAPE] => None,
+        [ESCAPE, rest @ ..] => Some(rest),
+        key => Some(key),
+    }
+}
+
+const _: () = assert!(tidemark_engine_api::MAX_KEY_LEN < u16::MAX as usize);
+
+/// Whether `key` is the flush marker's.
 pub(crate) fn is_flush_marker(key: &[u8]) -> bool {
-    key.len() == FLUSH_MARKER_LEN
+    key == FLUSH_MARKER_KEY
 }
 
 /// The filter of a keyspace whose bucket is not open: nothing is known about its watermark, so

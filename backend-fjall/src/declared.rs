@@ -26,12 +26,15 @@ impl tidemark_disk::testing::TestedBackend for FjallStorage {
     };
 
     /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table
-    /// file.
+    /// file. A descriptor cache of 64 files, so that one database's reservation
+    /// ([`FjallContext::fds_per_database`]) fits the suite's low soft limits with room for
+    /// several buckets.
     fn growing_context(buckets: usize) -> Result<FjallContext> {
         use tidemark_disk::BackendContext;
         FjallContext::new(crate::options::FjallContextOptions {
             max_buckets: buckets,
             memtable_bytes: 64 << 10,
+            max_cached_files: 64,
             ..crate::options::FjallContextOptions::default()
         })
     }

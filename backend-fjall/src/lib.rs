@@ -1,7 +1,7 @@
 //! # Tidemark fjall backend
 //!
-//! [`FjallEngine`] stores one bucket in two keyspaces of a [fjall](https://crates.io/crates/fjall)
-//! database, a pure-Rust LSM tree, and reclaims covered entries with the **tag-threshold
+//! [`FjallEngine`] stores one bucket in a keyspace of a [fjall](https://crates.io/crates/fjall)
+//! database (its metadata rows in a keyspace the database's buckets share), a pure-Rust LSM tree, and reclaims covered entries with the **tag-threshold
 //! compaction filter** ([`TagThresholdFilterFactory`]): an entry is removed when
 //! `tag + distance <= supplier()`, the supplier read once per compaction, through the disk
 //! toolkit's shared decision ([`tidemark_disk::compaction_policy::ThresholdPolicy`], the one RocksDB's
@@ -9,9 +9,10 @@
 //! everything covered when it starts is physically gone when it returns.
 //!
 //! fjall starts a worker pool per database, so the buckets whose directories share a parent
-//! share one database (at `<parent>/.tidemark-fjall`): threads and descriptors stay flat however
-//! many buckets a process opens. Each bucket directory holds its marker, its high-water record
-//! and the name of its keyspaces.
+//! share databases of up to 999 buckets (at `<parent>/.tidemark-fjall/<n>`), and every database
+//! of a context shares its block cache: threads and descriptors grow by one database per 999
+//! buckets. Each bucket directory holds its marker, its high-water record and the name of its
+//! keyspace.
 //!
 //! The engine is the shared [`DiskEngine`] skeleton over the fjall storage ([`FjallStorage`]),
 //! which supplies only fjall's primitives and diagnostics.
@@ -27,10 +28,11 @@ mod options;
 mod storage;
 
 pub use compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
-pub use context::{FDS_PER_BUCKET, FIXED_FDS_PER_DATABASE, FjallContext, MEMORY_PER_BUCKET};
+pub use context::{FIXED_FDS_PER_DATABASE, FjallContext, MEMORY_PER_BUCKET};
 pub use database::{
-    DATA_SUFFIX, FLUSH_MARKER_LEN, MAX_BUCKETS_PER_DATABASE, META_SUFFIX, MIN_CACHED_FILES,
-    MIN_JOURNAL_BUDGET, SHARED_DIR, tuned_builder,
+    DATA_SUFFIX, FLUSH_MARKER_KEY, MAX_BUCKETS_PER_DATABASE, MAX_KEYSPACES_PER_DATABASE,
+    MIN_CACHED_FILES, MIN_JOURNAL_BUDGET, RECLAIMS_PER_DATABASE, SHARED_DIR, SHARED_META_KEYSPACE,
+    tuned_builder,
 };
 #[cfg(feature = "testing")]
 pub use declared::FJALL_WINDOW_MULTIPLE;

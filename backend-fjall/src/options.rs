@@ -4,18 +4,22 @@
 /// Sizes and limits of a [`FjallContext`](crate::FjallContext). `Default` suits a process with many small buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FjallContextOptions {
-    /// Block cache of each shared database, bytes (default 64 MiB).
+    /// Block cache of the context, bytes (default 64 MiB): one cache every shared database the
+    /// context opens reads through.
     pub cache_bytes: u64,
     /// Worker threads (flushes and compactions) of each shared database (default 2, at least 1).
     pub worker_threads: usize,
-    /// Memtable size of a bucket's data keyspace before it is flushed, bytes (default 8 MiB).
+    /// Memtable size of a bucket's keyspace before it is flushed, bytes (default 8 MiB).
     /// Fixed when the keyspace is created.
     pub memtable_bytes: u64,
-    /// Journal size of one shared database past which fjall flushes the keyspaces holding the
-    /// oldest journal, bytes (default 128 MiB, at least 64 MiB). It bounds the memtables of all buckets of the
-    /// database together: fjall 3 has no separate memtable budget.
+    /// Journal size past which fjall flushes the keyspaces holding the oldest journal, bytes
+    /// (default 128 MiB), split evenly among the shared databases `max_buckets` buckets of one
+    /// directory fill, each at least 64 MiB (fjall's least). It bounds the memtables of all
+    /// buckets of a database together: fjall 3 has no separate memtable budget.
     pub journal_budget_bytes: u64,
-    /// Table files each shared database keeps open at most (default 256, at least 10).
+    /// Table files the shared databases keep open at most (default 256), split evenly among
+    /// the databases `max_buckets` buckets of one directory fill, each at least 10 (fjall's
+    /// least).
     pub max_cached_files: usize,
     /// The most buckets open from the context at once (default 1,024); an open beyond it is
     /// [`tidemark_engine_api::Error::ResourceLimit`].

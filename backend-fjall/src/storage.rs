@@ -1,12 +1,14 @@
 //! [`FjallStorage`]: the storage primitives of the fjall backend under the shared
 //! [`DiskEngine`](tidemark_disk::DiskEngine).
 //!
-//! A bucket is two keyspaces of the database its directory's parent shares
+//! A bucket is one keyspace of the database its directory's parent shares
 //! ([`crate::database`]): `<name>.data` maps each key to its tagged value (values and
-//! tombstones alike, so the compaction filter sees both; a tombstone is never a fjall delete)
-//! and `<name>.meta` holds the watermark, the applied end, the format version and the covered
-//! runs under [`MetaKey::bytes`]. The bucket directory holds the Tidemark marker, the
-//! high-water record and [`KEYSPACE_RECORD`], which names the keyspaces.
+//! tombstones alike, so the compaction filter sees both; a tombstone is never a fjall delete; a
+//! key starting with byte `0xff` is stored with one more in front, so the flush marker below can
+//! be one byte). Its watermark, applied end, format version and covered runs are rows of the
+//! database's shared metadata keyspace under `<name>`, a NUL byte (no directory name holds one)
+//! and [`MetaKey::bytes`] or the row's name. The bucket directory holds the Tidemark marker, the
+//! high-water record and [`KEYSPACE_RECORD`], which names the keyspace.
 //!
 //! **Why the filter runs only inside `reclaim`, and the flush marker.** At open, fjall replays
 //! every journal entry of a keyspace whose sequence number is above the highest one among the
@@ -14,8 +16,8 @@
 //! that highest number, so a reopen would replay the removed writes from the journal: reclaimed
 //! entries would come back. So the filter removes nothing in fjall's own background compactions
 //! (it is armed only for a reclaim's major compaction), and every reclaim starts by writing the
-//! bucket's *flush marker* (a row under a key one byte longer than any user key,
-//! [`crate::database::FLUSH_MARKER_LEN`], which the filter never removes) and flushing it with
+//! bucket's *flush marker* (a row under a key no bucket key is stored as,
+//! [`crate::database::FLUSH_MARKER_KEY`], which the filter never removes) and flushing it with
 //! everything before it: the table files then always hold a sequence number at least as new as
 //! every entry the compaction removes, and nothing reclaimed is replayed.
 
@@ -42,15 +44,13 @@ use tidemark_engine_api::{Error, ReclaimCost, Result};
 use crate::compaction_filter::TagThresholdFilterFactory;
 use crate::context::FjallContext;
 use crate::database::{
-    DATA_SUFFIX, DatabaseLease, META_SUFFIX, SHARED_DIR, flush_marker_key, is_flush_marker,
+    DATA_SUFFIX, DatabaseLease, FLUSH_MARKER_KEY, SHARED_DIR, bucket_key, is_flush_marker,
+    stored_key,
 };
 use crate::error::{BACKEND, fjall_err, is_damage, read_err};
 
-/// The file in the bucket directory naming the bucket's keyspaces in the shared database.
+/// The file in the bucket directory naming the bucket's keyspace in the shared database.
 pub const KEYSPACE_RECORD: &str = "fjall-keyspace";
-
-/// Memtable size of a bucket's `meta` keyspace: it holds a handful of small rows.
-const META_MEMTABLE_BYTES: u64 = 256 << 10;
 
 /// How long a flush may wait for fjall's workers before it fails.
 const FLUSH_DEADLINE: Duration = Duration::from_secs(300);
@@ -59,13 +59,17 @@ const FLUSH_DEADLINE: Duration = Duration::from_secs(300);
 /// fjall refuses names over 255 bytes.
 const MAX_DIR_NAME: usize = 200;
 
-/// One bucket's keyspaces and what its compaction filter shares with the engine.
+/// One bucket's keyspace, its metadata rows and what its compaction filter shares with the
+/// engine.
 pub struct FjallStorage {
     // Declared before `database` so the keyspace handles are released before the lease, whose
     // drop may close the shared database.
     data: Keyspace,
+    /// The database's shared metadata keyspace.
     meta: Keyspace,
     name: String,
+    /// `name` and a NUL byte: the start of every metadata row of this bucket.
+    meta_prefix: Vec<u8>,
     dir: PathBuf,
     context: FjallContext,
     filter_threshold: Arc<WatermarkThreshold>,
@@ -108,7 +112,8 @@ impl FjallStorage {
         self.database.path()
     }
 
-    /// The bucket's keyspace name (its keyspaces are `<name>.data` and `<name>.meta`).
+    /// The bucket's keyspace name (its keyspace is `<name>.data`, its metadata rows are under
+    /// `<name>` in the database's shared metadata keyspace).
     pub fn keyspace_name(&self) -> &str {
         &self.name
     }
@@ -118,9 +123,10 @@ impl FjallStorage {
         &self.filter_counters
     }
 
-    /// Flushes the memtables of both keyspaces into table files (no filtering: fjall filters
-    /// only in compactions), and waits until no sealed memtable of either is left: the ones a
-    /// reopen replays from the journal are sealed too, and a compaction never sees them.
+    /// Flushes the memtables of the bucket's keyspace and of the shared metadata keyspace into
+    /// table files (no filtering: fjall filters only in compactions), and waits until no sealed
+    /// memtable of either is left: the ones a reopen replays from the journal are sealed too, and
+    /// a compaction never sees them.
     pub(crate) fn flush_memtables(&self) -> Result<()> {
         flush_keyspaces(&[&self.data, &self.meta]).map_err(|e| {
             Error::backend(
@@ -133,13 +139,13 @@ impl FjallStorage {
     /// Writes the flush marker and flushes it, with everything written before, into table files
     /// (see the module docs): from then on the newest sequence number among the table files is
     /// at least that of every entry a compaction of them may remove, so a reopen replays none of
-    /// what a reclaim removed. Only `data` is flushed: `meta` holds nothing a filter removes, and
-    /// each flush stalls every writer of the shared database while fjall's flush worker syncs
+    /// what a reclaim removed. Only `data` is flushed: the metadata holds nothing a filter
+    /// removes, and each flush stalls every writer of the shared database while fjall's flush worker syncs
     /// the journal under its writer lock, and the keyspace's readers and writers while the new
     /// table's version files are synced under its version lock.
     fn write_flush_marker(&self) -> Result<()> {
         let mut batch = self.batch()?;
-        batch.insert(&self.data, flush_marker_key(), &[][..]);
+        batch.insert(&self.data, FLUSH_MARKER_KEY, &[][..]);
         batch.commit().map_err(fjall_err)?;
         flush_keyspaces(&[&self.data]).map_err(|e| {
             Error::backend(
@@ -149,37 +155,42 @@ impl FjallStorage {
         })
     }
 
-    /// Bytes of both keyspaces' memtables: their writes sit in the shared journal until flushed.
+    /// Bytes of the bucket's memtable: its writes sit in the shared journal until flushed.
     fn memtable_bytes(&self) -> u64 {
         use fjall::AbstractTree as _;
-        [&self.data, &self.meta]
-            .iter()
-            .map(|k| k.tree.active_memtable().size())
-            .sum()
+        self.data.tree.active_memtable().size()
     }
 
     /// Flushes, then compacts the whole `data` keyspace into its last level. The filter removes
     /// nothing here unless a reclaim armed it. The caller serialises it with reclaims.
     pub(crate) fn compact_to_bottom(&self) -> Result<()> {
         self.flush_memtables()?;
-        self.data.major_compact().map_err(fjall_err)
+        self.database
+            .compacting(|| self.data.major_compact().map_err(fjall_err))
     }
 
-    /// Bytes of the table files of both keyspaces, and of its writes not yet flushed from the
-    /// shared journal (measured as its memtables' size; the rest of the journal is other
-    /// buckets').
+    /// Bytes of the table files of the bucket's keyspace, and of its writes not yet flushed from
+    /// the shared journal (measured as its memtable's size; the rest of the journal is other
+    /// buckets'). Its metadata rows, a few hundred bytes in the shared metadata keyspace, are
+    /// not counted.
     fn keyspace_bytes(&self) -> u64 {
-        self.data
-            .disk_space()
-            .saturating_add(self.meta.disk_space())
-            .saturating_add(self.memtable_bytes())
+        self.data.disk_space().saturating_add(self.memtable_bytes())
+    }
+
+    /// The key of this bucket's metadata row `name`.
+    fn meta_key(&self, name: &[u8]) -> Vec<u8> {
+        let mut key = Vec::with_capacity(self.meta_prefix.len() + name.len());
+        key.extend_from_slice(&self.meta_prefix);
+        key.extend_from_slice(name);
+        key
     }
 
     fn add_meta_rows(&self, batch: &mut OwnedWriteBatch, rows: &[MetaRow]) {
         for row in rows {
+            let key = self.meta_key(row.name.as_bytes());
             match &row.value {
-                Some(value) => batch.insert(&self.meta, row.name.as_bytes(), value.as_slice()),
-                None => batch.remove(&self.meta, row.name.as_bytes()),
+                Some(value) => batch.insert(&self.meta, key, value.as_slice()),
+                None => batch.remove(&self.meta, key),
             }
         }
     }
@@ -188,17 +199,17 @@ impl FjallStorage {
         Ok(self.database.db()?.batch())
     }
 
-    /// Iterates `keyspace` in full, calling `visit` per row. Damage fjall reports (a block whose
-    /// checksum does not match, or that does not decode) is a finding, reported with the last
-    /// key read before it; any other error ends the check.
+    /// Iterates `rows` (of the bucket's keyspace or its metadata rows), calling `visit` per row.
+    /// Damage fjall reports (a block whose checksum does not match, or that does not decode) is
+    /// a finding, reported with the last key read before it; any other error ends the check.
     fn scan_verified(
-        keyspace: &Keyspace,
+        rows: fjall::Iter,
         what: &str,
         verifier: &mut Verifier,
         mut visit: impl FnMut(&mut Verifier, &[u8], &[u8]),
     ) -> Result<()> {
         let mut last_key: Option<Vec<u8>> = None;
-        for guard in keyspace.iter() {
+        for guard in rows {
             match guard.into_inner() {
                 Ok((key, value)) => {
                     visit(verifier, &key, &value);
@@ -226,10 +237,10 @@ impl FjallStorage {
         // The marker first, flushed with everything before it: every entry the compaction can
         // remove is older than the marker, which it keeps.
         self.write_flush_marker()?;
-        {
+        self.database.compacting(|| {
             let _armed = Armed::new(&self.filter_armed);
-            self.data.major_compact().map_err(fjall_err)?;
-        }
+            self.data.major_compact().map_err(fjall_err)
+        })?;
         let delta = self.filter_counters.snapshot().since(&counters_before);
         Ok(delta.reclaim_work(&self.dir, bytes_before, self.keyspace_bytes(), None))
     }
@@ -241,10 +252,10 @@ impl Storage for FjallStorage {
     const RECLAIM_COST: ReclaimCost = ReclaimCost::Rewrite;
     type Context = FjallContext;
 
-    /// Opens the bucket's keyspaces in the shared database of `init.dir`'s parent, creating them
+    /// Opens the bucket's keyspace in the shared database of `init.dir`'s parent, creating it
     /// when the directory has no [`KEYSPACE_RECORD`] and `init.options.open_mode` creates
     /// ([`Error::NoStore`] when it does not; [`Error::Damaged`] when the record exists but its
-    /// keyspaces do not). The filter reads `init.watermark`.
+    /// keyspace does not). The filter reads `init.watermark`.
     ///
     /// fjall has no read-only open: a read-only engine opens the shared database normally (its
     /// recovery may write) and never writes through it.
@@ -254,18 +265,13 @@ impl Storage for FjallStorage {
         init.require_engine_file(&record_path, "fjall keyspace record", FileStart::Header)?;
         let recorded = read_record(dir, &record_path)?;
         let settings = context.settings();
+        let databases = context.database_settings();
         let memtable = settings.memtable_bytes.max(64 << 10);
-        let open_keyspaces = |database: &DatabaseLease,
-                              name: &str|
-         -> Result<(Keyspace, Keyspace)> {
-            let data = database.keyspace(&data_name(name), || data_keyspace_options(memtable))?;
-            let meta = database.keyspace(&meta_name(name), || {
-                KeyspaceCreateOptions::default().max_memtable_size(META_MEMTABLE_BYTES)
-            })?;
-            Ok((data, meta))
+        let open_keyspace = |database: &DatabaseLease, name: &str| -> Result<Keyspace> {
+            database.keyspace(&data_name(name), || data_keyspace_options(memtable))
         };
         let home = std::fs::canonicalize(dir)?;
-        let (database, record, data, meta) = match recorded {
+        let (database, record, data) = match recorded {
             Some(record) if record.home != home => {
                 return Err(Error::backend(
                     BACKEND,
@@ -284,27 +290,26 @@ impl Storage for FjallStorage {
                     return Err(Error::Damaged {
                         path: dir.to_path_buf(),
                         reason: format!(
-                            "its {KEYSPACE_RECORD} names keyspaces in the shared fjall database \
+                            "its {KEYSPACE_RECORD} names a keyspace in the shared fjall database \
                              ../{SHARED_DIR}/{}, which is missing",
                             record.database
                         ),
                     });
                 }
-                let database = DatabaseLease::open(dir, record.database, settings)?;
-                for keyspace in [data_name(&record.name), meta_name(&record.name)] {
-                    if !database.keyspace_exists(&keyspace)? {
-                        return Err(Error::Damaged {
-                            path: dir.to_path_buf(),
-                            reason: format!(
-                                "its keyspace {keyspace:?} is missing from the shared fjall \
-                                 database {}",
-                                database.path()?.display()
-                            ),
-                        });
-                    }
+                let database = DatabaseLease::open(dir, record.database, databases)?;
+                let keyspace = data_name(&record.name);
+                if !database.keyspace_exists(&keyspace)? {
+                    return Err(Error::Damaged {
+                        path: dir.to_path_buf(),
+                        reason: format!(
+                            "its keyspace {keyspace:?} is missing from the shared fjall \
+                             database {}",
+                            database.path()?.display()
+                        ),
+                    });
                 }
-                let (data, meta) = open_keyspaces(&database, &record.name)?;
-                (database, record, data, meta)
+                let data = open_keyspace(&database, &record.name)?;
+                (database, record, data)
             }
             None => {
                 if home.to_str().is_none_or(|h| h.contains('\n')) {
@@ -313,28 +318,29 @@ impl Storage for FjallStorage {
                         home.display()
                     )));
                 }
-                let (database, number) = DatabaseLease::open_with_room(dir, settings)?;
-                let (name, data, meta) = database.creating(|| {
-                    let name = free_name(&database, dir)?;
-                    let (data, meta) = open_keyspaces(&database, &name)?;
-                    Ok((name, data, meta))
-                })?;
+                let (database, number, (name, data)) =
+                    DatabaseLease::create_bucket(dir, databases, |database| {
+                        let name = free_name(database, dir)?;
+                        let data = open_keyspace(database, &name)?;
+                        Ok((name, data))
+                    })?;
                 let record = KeyspaceRecord {
                     name,
                     database: number,
                     home: home.clone(),
                 };
-                // The keyspaces exist durably before the record names them: a crash in between
-                // leaves unnamed keyspaces (space, never a wrong store).
+                // The keyspace exists durably before the record names it: a crash in between
+                // leaves an unnamed keyspace (space, never a wrong store).
                 database
                     .db()?
                     .persist(PersistMode::SyncAll)
                     .map_err(fjall_err)?;
                 write_file_atomically(dir, KEYSPACE_RECORD, record.body().as_bytes())?;
-                (database, record, data, meta)
+                (database, record, data)
             }
         };
         let name = record.name;
+        let meta = database.meta()?.clone();
         let filter_threshold = Arc::new(WatermarkThreshold::new(
             init.watermark,
             init.options.retention_distance,
@@ -352,6 +358,7 @@ impl Storage for FjallStorage {
         Ok(FjallStorage {
             data,
             meta,
+            meta_prefix: meta_prefix(&name),
             name,
             dir: dir.to_path_buf(),
             context: context.clone(),
@@ -366,7 +373,7 @@ impl Storage for FjallStorage {
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.meta
-            .get(key.bytes())
+            .get(self.meta_key(key.bytes()))
             .map(|value| value.map(|v| v.to_vec()))
             .map_err(|e| read_err(key.bytes(), e))
     }
@@ -374,7 +381,11 @@ impl Storage for FjallStorage {
     fn persist_meta(&self, key: MetaKey, value: u64) -> Result<()> {
         // The synced journal holds every earlier write of every bucket of the database.
         let mut batch = self.batch()?.durability(Some(PersistMode::SyncAll));
-        batch.insert(&self.meta, key.bytes(), encode_u64(value).as_slice());
+        batch.insert(
+            &self.meta,
+            self.meta_key(key.bytes()),
+            encode_u64(value).as_slice(),
+        );
         batch.commit().map_err(fjall_err)
     }
 
@@ -389,10 +400,11 @@ impl Storage for FjallStorage {
 
     fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let mut rows = Vec::new();
-        for guard in self.meta.prefix(prefix.as_bytes()) {
-            let (name, value) = guard.into_inner().map_err(fjall_err)?;
+        for guard in self.meta.prefix(self.meta_key(prefix.as_bytes())) {
+            let (key, value) = guard.into_inner().map_err(fjall_err)?;
+            let name = key.get(self.meta_prefix.len()..).unwrap_or_default();
             let name = String::from_utf8(name.to_vec())
-                .map_err(|_| Error::corrupt(&name, "metadata row name is not UTF-8".to_owned()))?;
+                .map_err(|_| Error::corrupt(name, "metadata row name is not UTF-8".to_owned()))?;
             rows.push((name, value.to_vec()));
         }
         Ok(rows)
@@ -412,13 +424,17 @@ impl Storage for FjallStorage {
             .batch()?
             .durability(commit.sync.then_some(PersistMode::SyncAll));
         for record in commit.writes {
-            batch.insert(&self.data, record.key(), record.encoded_value());
+            batch.insert(
+                &self.data,
+                stored_key(record.key()).as_ref(),
+                record.encoded_value(),
+            );
         }
         // The applied end rides in the same batch, one journal entry: a crash never separates
         // them.
         batch.insert(
             &self.meta,
-            MetaKey::AppliedEnd.bytes(),
+            self.meta_key(MetaKey::AppliedEnd.bytes()),
             encode_u64(commit.applied_end).as_slice(),
         );
         self.add_meta_rows(&mut batch, commit.rows);
@@ -426,7 +442,10 @@ impl Storage for FjallStorage {
     }
 
     fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
-        let value = self.data.get(key).map_err(|e| read_err(key, e))?;
+        let value = self
+            .data
+            .get(stored_key(key))
+            .map_err(|e| read_err(key, e))?;
         read(value.as_deref())
     }
 
@@ -473,7 +492,7 @@ impl Storage for FjallStorage {
         // The flush marker, once written, is not an entry.
         let marker = self
             .data
-            .contains_key(flush_marker_key())
+            .contains_key(FLUSH_MARKER_KEY)
             .map_err(fjall_err)?;
         Ok(LiveEntries {
             count: (self.data.approximate_len() as u64).saturating_sub(u64::from(marker)),
@@ -488,23 +507,39 @@ impl Storage for FjallStorage {
             .map_err(fjall_err)
     }
 
-    /// Flushes both keyspaces' memtables into table files and syncs the journal, so a cleanly
-    /// closed bucket reopens from its table files.
+    /// Flushes the bucket's memtable into table files and syncs the journal, so a cleanly closed
+    /// bucket reopens from its table files. Its metadata rows stay in the shared metadata
+    /// keyspace's memtable, durable in the synced journal: flushing it at every close would
+    /// stall every writer of the database once per bucket; the database flushes it when its
+    /// last bucket closes.
     fn close(&self) -> Result<()> {
-        self.flush_memtables()?;
+        flush_keyspaces(&[&self.data]).map_err(|e| {
+            Error::backend(
+                BACKEND,
+                format!("flushing the bucket {}: {e}", self.dir.display()),
+            )
+        })?;
         self.flush()
     }
 
-    /// Every row of `data` must decode below the applied end; both keyspaces are read in full,
-    /// every block loaded checked against its checksum (fjall keeps no offset index to compare).
+    /// Every row of `data` must decode below the applied end; the bucket's keyspace and its
+    /// metadata rows are read in full, every block loaded checked against its checksum (fjall
+    /// keeps no offset index to compare).
     fn verify(&self, verifier: &mut Verifier) -> Result<()> {
-        verifier.engine_check("fjall block checksums (every block of both keyspaces)");
-        Self::scan_verified(&self.data, "data", verifier, |v, key, stored| {
-            if !is_flush_marker(key) {
+        verifier.engine_check(
+            "fjall block checksums (every block of the bucket's keyspace and metadata rows)",
+        );
+        Self::scan_verified(self.data.iter(), "data", verifier, |v, key, stored| {
+            if let Some(key) = bucket_key(key) {
                 v.data_row(key, stored);
             }
         })?;
-        Self::scan_verified(&self.meta, "meta", verifier, |_, _, _| {})
+        Self::scan_verified(
+            self.meta.prefix(&self.meta_prefix),
+            "meta",
+            verifier,
+            |_, _, _| {},
+        )
     }
 }
 
@@ -512,7 +547,7 @@ impl Storage for FjallStorage {
 impl tidemark_disk::testing::StorageHooks for FjallStorage {
     fn insert_raw(&self, key: &[u8], stored: &[u8]) -> Result<()> {
         let mut batch = self.batch()?.durability(Some(PersistMode::SyncAll));
-        batch.insert(&self.data, key, stored);
+        batch.insert(&self.data, stored_key(key).as_ref(), stored);
         batch.commit().map_err(fjall_err)
     }
 
@@ -523,8 +558,7 @@ impl tidemark_disk::testing::StorageHooks for FjallStorage {
 }
 
 /// How a bucket's `data` keyspace is created: `memtable_bytes` memtables, and LZ4 for data
-/// and index blocks at every level (as RocksDB's buckets), which also keeps the flush marker's
-/// long key to a few hundred bytes in the index.
+/// and index blocks at every level (as RocksDB's buckets).
 pub fn data_keyspace_options(memtable_bytes: u64) -> KeyspaceCreateOptions {
     let lz4 = || CompressionPolicy::all(CompressionType::Lz4);
     KeyspaceCreateOptions::default()
@@ -537,8 +571,13 @@ fn data_name(name: &str) -> String {
     format!("{name}{DATA_SUFFIX}")
 }
 
-fn meta_name(name: &str) -> String {
-    format!("{name}{META_SUFFIX}")
+/// The start of every metadata row of the bucket `name`: its name and a NUL byte, which no
+/// name holds (it comes from a directory name), so no bucket's rows start another's.
+fn meta_prefix(name: &str) -> Vec<u8> {
+    let mut prefix = Vec::with_capacity(name.len() + 1);
+    prefix.extend_from_slice(name.as_bytes());
+    prefix.push(0);
+    prefix
 }
 
 /// Flushes the memtables of `keyspaces` into table files and waits until none of them has a
@@ -618,10 +657,10 @@ fn read_record(dir: &Path, record_path: &Path) -> Result<Option<KeyspaceRecord>>
     }
 }
 
-/// A keyspace name for the new bucket at `dir`: its directory name, or, when keyspaces of that
-/// name are left in the shared database (a bucket directory deleted without its keyspaces, or
-/// one renamed), the name with the first free `~<n>` suffix. Leftover keyspaces are never reused:
-/// they may belong to a bucket that was moved.
+/// A keyspace name for the new bucket at `dir`: its directory name, or, when a keyspace or
+/// metadata rows of that name are left in the shared database (a bucket directory deleted
+/// without its keyspace, or one renamed), the name with the first free `~<n>` suffix. Leftovers
+/// are never reused: they may belong to a bucket that was moved.
 fn free_name(database: &DatabaseLease, dir: &Path) -> Result<String> {
     let base = dir
         .file_name()
@@ -633,9 +672,10 @@ fn free_name(database: &DatabaseLease, dir: &Path) -> Result<String> {
                 dir.display()
             ))
         })?;
+    let meta = database.meta()?;
     let taken = |name: &str| -> Result<bool> {
         Ok(database.keyspace_exists(&data_name(name))?
-            || database.keyspace_exists(&meta_name(name))?)
+            || meta.prefix(meta_prefix(name)).next().is_some())
     };
     if !taken(base)? {
         return Ok(base.to_owned());

@@ -120,6 +120,49 @@ fn unmet_runs(files: &[LiveFile], before: &HashSet<String>) -> Vec<Run> {
     runs
 }
 
+/// Bottom-level table files smaller than this are merged into a neighbouring bucket's reclaim
+/// ([`widened_over_small_neighbours`]).
+pub const SMALL_TABLE_BYTES: u64 = 2 << 20;
+
+/// The range `[start, end)` widened over the bottom-level table files right before and right
+/// after it when they are smaller than [`SMALL_TABLE_BYTES`].
+///
+/// A compaction of one bucket's key range writes its output into a table file of its own when
+/// no bottom file overlaps the range, so without this an instance of thousands of small buckets
+/// would keep a small table file per reclaimed bucket (a footer, an index and a filter each, and
+/// a table-cache slot to read it). Taking the small neighbours in merges them, while a large
+/// neighbour is left alone, so a reclaim never rewrites more than a few small files beside the
+/// bucket's own.
+pub(crate) fn widened_over_small_neighbours(
+    files: &[LiveFile],
+    start: Vec<u8>,
+    end: Vec<u8>,
+) -> (Vec<u8>, Vec<u8>) {
+    let Some(bottom) = files.iter().map(|f| f.level).max() else {
+        return (start, end);
+    };
+    let bottom: Vec<&LiveFile> = files.iter().filter(|f| f.level == bottom).collect();
+    let small = |f: &&&LiveFile| (f.size as u64) < SMALL_TABLE_BYTES;
+    let before = bottom
+        .iter()
+        .filter(|f| f.end_key.as_deref().is_some_and(|k| k < start.as_slice()))
+        .max_by(|a, b| a.end_key.cmp(&b.end_key))
+        .filter(small)
+        .and_then(|f| f.start_key.clone());
+    let after = bottom
+        .iter()
+        .filter(|f| f.start_key.as_deref().is_some_and(|k| k >= end.as_slice()))
+        .min_by(|a, b| a.start_key.cmp(&b.start_key))
+        .filter(small)
+        .and_then(|f| f.end_key.clone())
+        .map(|mut last| {
+            // The first key past the file's last: the range's end is exclusive.
+            last.push(0);
+            last
+        });
+    (before.unwrap_or(start), after.unwrap_or(end))
+}
+
 /// Whether the table file `f` holds keys of `[start, end)`.
 pub(crate) fn overlaps(f: &LiveFile, start: &[u8], end: &[u8]) -> bool {
     let starts_before_end = f.start_key.as_deref().is_none_or(|k| k < end);
@@ -192,6 +235,35 @@ mod tests {
             start: Some(start.to_vec()),
             end: Some(end.to_vec()),
         }
+    }
+
+    #[test]
+    fn a_range_takes_in_its_small_bottom_neighbours_only() {
+        let mut big = file("big", 6, b"k7", b"k8");
+        big.size = SMALL_TABLE_BYTES as usize;
+        let files = [
+            file("far", 6, b"k0", b"k1"),
+            file("before", 6, b"k2", b"k3"),
+            file("l0", 0, b"k4", b"k4"),
+            big,
+        ];
+        let (start, end) = widened_over_small_neighbours(&files, b"k4".to_vec(), b"k5".to_vec());
+        assert_eq!((start.as_slice(), end.as_slice()), (&b"k2"[..], &b"k5"[..]));
+        let (start, end) = widened_over_small_neighbours(&files, b"k81".to_vec(), b"k9".to_vec());
+        assert_eq!(
+            (start.as_slice(), end.as_slice()),
+            (&b"k81"[..], &b"k9"[..])
+        );
+        let (start, end) =
+            widened_over_small_neighbours(&files[..2], b"k11".to_vec(), b"k12".to_vec());
+        assert_eq!(
+            (start.as_slice(), end.as_slice()),
+            (&b"k0"[..], &b"k3\0"[..])
+        );
+        assert_eq!(
+            widened_over_small_neighbours(&[], b"a".to_vec(), b"b".to_vec()),
+            (b"a".to_vec(), b"b".to_vec())
+        );
     }
 
     #[test]

@@ -281,9 +281,55 @@ impl InstanceLease {
         }
     }
 
+    /// Deletes every row of `prefix` (a closed bucket's) and gives their space back; refused
+    /// while a bucket of that prefix is open in this process.
+    pub(crate) fn remove_rows(&self, prefix: BucketPrefix) -> Result<()> {
+        let shared = self.shared()?;
+        let routes = shared.routes.read().unwrap_or_else(PoisonError::into_inner);
+        if routes.contains_key(&prefix.0) {
+            return Err(Error::backend(
+                BACKEND,
+                format!(
+                    "bucket {} of the shared RocksDB instance {} is open in this process: close \
+                     it before removing it",
+                    prefix.0,
+                    shared.path.display()
+                ),
+            ));
+        }
+        // Held until the rows are gone, so the bucket is not reopened meanwhile.
+        let (start, end) = (prefix.bytes().to_vec(), prefix.end());
+        let mut write = rocksdb::WriteBatch::default();
+        for name in [DATA_CF, META_CF] {
+            write.delete_range_cf(self.cf(name)?, &start, &end);
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        shared.db.write_opt(write, &opts).map_err(rocks_err)?;
+        drop(routes);
+        for name in [DATA_CF, META_CF] {
+            let cf = self.cf(name)?;
+            shared
+                .db
+                .delete_file_in_range_cf(cf, &start, &end)
+                .map_err(rocks_err)?;
+            crate::compact::compact_to_bottom(&shared.db, cf, name, Some((&start, &end)))?;
+        }
+        Ok(())
+    }
+
     /// Flushes both column families' memtables into table files.
     pub(crate) fn flush_memtables(&self) -> Result<()> {
         self.shared()?.flush_memtables()
+    }
+
+    /// Flushes the `data` column family's memtable into a table file.
+    pub(crate) fn flush_data(&self) -> Result<()> {
+        let mut opts = FlushOptions::default();
+        opts.set_wait(true);
+        self.db()?
+            .flush_cf_opt(self.cf(DATA_CF)?, &opts)
+            .map_err(rocks_err)
     }
 }
 

@@ -113,8 +113,14 @@ impl RocksDbStorage {
         self.compact_range()
     }
 
+    /// Compacts the bucket's key range, widened over small bottom-level neighbours
+    /// ([`compact::widened_over_small_neighbours`]) so that the buckets of an instance do not
+    /// leave a table file each.
     fn compact_range(&self) -> Result<()> {
         let (start, end) = self.range();
+        let db = self.instance.db()?;
+        let (start, end) =
+            compact::widened_over_small_neighbours(&compact::table_files(db, DATA_CF)?, start, end);
         compact::compact_to_bottom(
             self.instance.db()?,
             self.instance.cf(DATA_CF)?,
@@ -152,6 +158,17 @@ impl RocksDbStorage {
             &[rocksdb::Range::new(&start, &end)],
         );
         Ok(sizes.first().copied().unwrap_or(0))
+    }
+
+    /// Whether any of this bucket's `data` rows is still in the memtables.
+    fn holds_memtable_rows(&self) -> Result<bool> {
+        let mut opts = ReadOptions::default();
+        opts.set_read_tier(ReadTier::Memtable);
+        opts.fill_cache(false);
+        let mut iter = self.bucket_iter(DATA_CF, opts)?;
+        iter.seek_to_first();
+        iter.status().map_err(rocks_err)?;
+        Ok(iter.valid())
     }
 
     /// Key and value bytes of this bucket's `data` rows still in the memtables (a memtable-only
@@ -255,7 +272,13 @@ impl RocksDbStorage {
     /// counted in their own counters.
     fn reclaim_compaction(&self) -> Result<ReclaimWork> {
         let counters_before = self.filter_counters.snapshot();
-        self.flush_memtables()?;
+        // A compaction filters only table files, so the bucket's rows in the memtables go there
+        // first. Rows written after this check are newer than the reclaim's start, so none is
+        // covered; and an idle bucket, whose rows were all flushed long ago, flushes nothing:
+        // its reclaim does not cut the instance's memtable short into a small table file.
+        if self.holds_memtable_rows()? {
+            self.instance.flush_data()?;
+        }
         let bytes_before = self.live_sst_bytes()?;
         let db = self.instance.db()?;
         let (start, end) = self.range();
@@ -290,6 +313,20 @@ impl RocksDbStorage {
     }
 }
 
+/// The prefix `record` (of the bucket directory `dir`) names.
+fn recorded_prefix(dir: &Path, record: &SharedRecord) -> Result<BucketPrefix> {
+    record
+        .name
+        .parse::<u32>()
+        .ok()
+        .filter(|_| record.instance == 0)
+        .map(BucketPrefix)
+        .ok_or_else(|| Error::Damaged {
+            path: dir.to_path_buf(),
+            reason: format!("its {BUCKET_RECORD} names no bucket prefix"),
+        })
+}
+
 /// Opens (or creates) the bucket at `dir`'s place in its shared instance: the instance and the
 /// bucket's prefix.
 fn open_place(
@@ -313,13 +350,7 @@ fn open_place(
         path: dir.to_path_buf(),
         reason,
     };
-    let prefix = record
-        .name
-        .parse::<u32>()
-        .ok()
-        .filter(|_| record.instance == 0)
-        .map(BucketPrefix)
-        .ok_or_else(|| damaged(format!("its {BUCKET_RECORD} names no bucket prefix")))?;
+    let prefix = recorded_prefix(dir, &record)?;
     if !shared.join("CURRENT").is_file() {
         return Err(damaged(format!(
             "its {BUCKET_RECORD} names bucket {} of the shared RocksDB instance ../{SHARED_DIR}, \
@@ -389,6 +420,26 @@ impl Storage for RocksDbStorage {
             filter_counters,
             _lease: lease,
         })
+    }
+
+    /// Deletes the bucket's rows from its shared instance (one synced write of two range
+    /// deletions), drops the table files that hold only its rows, and compacts its key range so
+    /// the space is given back. Refused while the bucket is open in this process.
+    fn remove(context: &RocksDbContext, dir: &Path) -> Result<()> {
+        let Some(record) = SharedRecord::read(dir, BUCKET_RECORD)? else {
+            // Never given a prefix: it has no rows.
+            return Ok(());
+        };
+        record.check_home(dir, BACKEND, SHARED_DIR)?;
+        let prefix = recorded_prefix(dir, &record)?;
+        let shared = shared_dir_of(dir, SHARED_DIR, BACKEND)?;
+        if !shared.join("CURRENT").is_file() {
+            // The instance is gone, and the bucket's rows with it.
+            return Ok(());
+        }
+        let _lease = context.admit(dir)?;
+        let instance = InstanceLease::open(context, shared, InstanceMode::Existing)?;
+        instance.remove_rows(prefix)
     }
 
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {

@@ -529,3 +529,52 @@ fn periodic_compaction_reaches_rocksdb() {
         "periodic compaction not set on the data column family"
     );
 }
+
+#[test]
+fn a_removed_bucket_takes_its_rows_out_of_the_shared_instance_and_no_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = RocksDbContext::for_buckets(4).unwrap();
+    let (a_dir, b_dir) = (tmp.path().join("a"), tmp.path().join("b"));
+    let options = EngineOptions::default();
+    let a = RocksDbEngine::open_in(&ctx, &a_dir, options.clone()).unwrap();
+    let b = RocksDbEngine::open_in(&ctx, &b_dir, options.clone()).unwrap();
+    put_range(&a, 0..500);
+    put_range(&b, 0..500);
+    a.advance_watermark(100).unwrap();
+    a.compact_to_bottom().unwrap();
+
+    let refused = RocksDbEngine::remove_in(&ctx, &a_dir).unwrap_err();
+    assert!(
+        refused.to_string().contains("open in this process"),
+        "{refused}"
+    );
+    assert!(present(&a, 499), "a refused removal touches nothing");
+    drop(a);
+    RocksDbEngine::remove_in(&ctx, &a_dir).unwrap();
+    assert!(!a_dir.exists());
+    assert!(
+        (0..500).all(|i| present(&b, i)),
+        "the sibling keeps every row"
+    );
+    // A directory that is not a RocksDB bucket is refused and left alone.
+    let foreign = tmp.path().join("foreign");
+    tidemark_disk::layout::claim_directory(&foreign, "sled").unwrap();
+    assert!(matches!(
+        RocksDbEngine::remove_in(&ctx, &foreign),
+        Err(Error::WrongBackend { .. })
+    ));
+    assert!(foreign.exists());
+    drop(b);
+
+    let db = raw_meta_db(&b_dir);
+    for name in [DATA_CF, META_CF] {
+        let cf = db.cf_handle(name).unwrap();
+        let prefixes: std::collections::BTreeSet<u32> = db
+            .iterator_cf(cf, rocksdb::IteratorMode::Start)
+            .map(|row| BucketPrefix::split(&row.unwrap().0).unwrap().0.0)
+            .collect();
+        // Prefix 0 was the removed bucket's; u32::MAX holds the instance's own rows.
+        assert!(!prefixes.contains(&0), "{name}: {prefixes:?}");
+        assert!(prefixes.contains(&1), "{name}: {prefixes:?}");
+    }
+}

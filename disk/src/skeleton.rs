@@ -109,6 +109,18 @@ impl<S: Storage> DiskEngine<S> {
         Self::open_with(path, options, |init| S::open(context, init, lease))
     }
 
+    /// Removes the closed bucket at `path` for good: what its storage keeps outside the
+    /// directory ([`Storage::remove`]: its rows in a shared instance), then the directory. A
+    /// directory that is not a store of `S::BACKEND` is refused and left as it is. An
+    /// interrupted removal leaves a bucket that no longer opens ([`Error::Damaged`]) and that a
+    /// second removal finishes.
+    pub fn remove_in(context: &S::Context, path: &Path) -> Result<()> {
+        layout::check_directory(path, S::BACKEND)?;
+        S::remove(context, path)?;
+        std::fs::remove_dir_all(path)?;
+        Ok(())
+    }
+
     /// [`DiskEngine::open_in`] with the storage opened by `open`; an engine that panics on its
     /// own damaged files fails the open with an error.
     fn open_with(

@@ -153,6 +153,16 @@ pub trait Storage: Sized + Send + Sync + 'static {
     /// `context`'s budget, until dropped.
     fn open(context: &Self::Context, init: StorageInit<'_>, lease: BucketLease) -> Result<Self>;
 
+    /// Removes what the closed bucket at `dir` keeps outside its directory (its rows in an
+    /// instance it shares with other buckets), before
+    /// [`DiskEngine::remove_in`](crate::DiskEngine::remove_in) deletes the directory. Refuses a
+    /// bucket open in this process where the storage can tell. The default keeps nothing outside
+    /// the directory, so it has nothing to remove.
+    fn remove(context: &Self::Context, dir: &Path) -> Result<()> {
+        let _ = (context, dir);
+        Ok(())
+    }
+
     /// The stored bytes of a metadata value, `None` when absent.
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>>;
 

@@ -135,6 +135,18 @@ impl Backend {
             ),
         }
     }
+
+    /// Removes the closed bucket at `path` for good, with `config`'s context of this backend:
+    /// its rows where it shares an instance with other buckets (RocksDB), then its directory
+    /// ([`DiskEngine::remove_in`]). Deleting a bucket directory by hand would leave a shared
+    /// instance holding its rows. A directory that is not a store of this backend is refused; the
+    /// memory backend has nothing on disk to remove.
+    pub fn remove_bucket(self, path: &Path, config: &BackendConfig) -> Result<()> {
+        match self {
+            Backend::Memory => Ok(()),
+            disk => visit(disk, RemoveBucket { path, config }),
+        }
+    }
 }
 
 /// Per-process configuration of the backends, set up once by the host and passed to every
@@ -238,6 +250,25 @@ impl Visit for OpenBucket<'_> {
             None => DiskEngine::<B>::open_in(&B::Context::global()?, self.path, self.options)?,
         };
         Ok(EngineHandle::new(engine))
+    }
+}
+
+disk_backend_items! {
+    /// Removes a closed bucket of the visited backend.
+    struct RemoveBucket<'a> {
+        path: &'a Path,
+        config: &'a BackendConfig,
+    }
+}
+
+impl Visit for RemoveBucket<'_> {
+    type Output = ();
+
+    fn visit<B: Storage>(self) -> Result<()> {
+        match self.config.context::<B>() {
+            Some(context) => DiskEngine::<B>::remove_in(context, self.path),
+            None => DiskEngine::<B>::remove_in(&B::Context::global()?, self.path),
+        }
     }
 }
 

@@ -52,6 +52,10 @@ impl<S: Storage> Storage for Chaos<S> {
         })
     }
 
+    fn remove(context: &S::Context, dir: &std::path::Path) -> Result<()> {
+        S::remove(context, dir)
+    }
+
     fn read_meta(&self, key: MetaKey) -> Result<Option<Vec<u8>>> {
         self.inner.read_meta(key)
     }
