@@ -314,6 +314,42 @@ impl DatabaseLease {
         Ok(())
     }
 
+    /// Deletes the closed bucket whose data keyspace is `keyspace` and whose metadata rows
+    /// start with `meta_prefix`: the rows first (one synced batch), then the keyspace. Refused
+    /// while the bucket is open in this process.
+    pub(crate) fn remove_bucket(&self, keyspace: &str, meta_prefix: &[u8]) -> Result<()> {
+        let shared = self.shared()?;
+        let _alone = lock(&shared.creating, "fjall bucket creation")?;
+        if lock(&shared.routes, ROUTES)?.contains_key(keyspace) {
+            return Err(Error::backend(
+                BACKEND,
+                format!(
+                    "the keyspace {keyspace:?} of the shared fjall database {} is open in this \
+                     process: close its bucket before removing it",
+                    shared.path.display()
+                ),
+            ));
+        }
+        let mut batch = shared.db.batch();
+        for guard in shared.meta.prefix(meta_prefix) {
+            let (key, _) = guard.into_inner().map_err(fjall_err)?;
+            batch.remove(&shared.meta, key);
+        }
+        batch.commit().map_err(fjall_err)?;
+        shared
+            .db
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(fjall_err)?;
+        if shared.db.keyspace_exists(keyspace) {
+            let handle = shared
+                .db
+                .keyspace(keyspace, KeyspaceCreateOptions::default)
+                .map_err(fjall_err)?;
+            shared.db.delete_keyspace(handle).map_err(fjall_err)?;
+        }
+        Ok(())
+    }
+
     /// Stops routing compactions of `name` to `factory` (they keep everything from now on).
     pub(crate) fn unroute(&self, name: &str, factory: &Arc<TagThresholdFilterFactory>) {
         if let Ok(shared) = self.shared() {

@@ -398,6 +398,33 @@ impl Storage for FjallStorage {
         Ok(false)
     }
 
+    /// Deletes the bucket's metadata rows and its keyspace from its shared database (the space
+    /// goes as fjall drops the keyspace's table files); refused while the bucket is open in this
+    /// process.
+    fn remove(context: &FjallContext, dir: &Path) -> Result<()> {
+        let Some(record) = read_record(dir, &dir.join(KEYSPACE_RECORD))? else {
+            // Never given a keyspace: it has nothing in a shared database.
+            return Ok(());
+        };
+        if record.home != std::fs::canonicalize(dir)? {
+            return Err(Error::backend(
+                BACKEND,
+                format!(
+                    "the fjall bucket directory {} was created as {}: removing a copy would \
+                     remove the original's rows",
+                    dir.display(),
+                    record.home.display()
+                ),
+            ));
+        }
+        if !DatabaseLease::exists(dir, record.database)? {
+            return Ok(());
+        }
+        let _lease = context.admit(dir)?;
+        let database = DatabaseLease::open(dir, record.database, context.database_settings())?;
+        database.remove_bucket(&data_name(&record.name), &meta_prefix(&record.name))
+    }
+
     fn read_meta_rows(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let mut rows = Vec::new();
         for guard in self.meta.prefix(self.meta_key(prefix.as_bytes())) {

@@ -288,3 +288,49 @@ fn keys_starting_with_the_escape_byte_are_ordinary_keys() {
     assert_eq!(e.reclaim().unwrap().removed(), 0);
     assert!(e.verify().unwrap().is_clean());
 }
+
+#[test]
+fn a_removed_bucket_takes_its_keyspace_and_rows_out_of_the_shared_database_and_no_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = FjallContext::for_buckets(4).unwrap();
+    let (a_dir, b_dir) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = open(&ctx, &a_dir).unwrap();
+    let b = open(&ctx, &b_dir).unwrap();
+    for (i, engine) in [&a, &b].into_iter().enumerate() {
+        for k in 0..100u64 {
+            engine
+                .put(format!("k{k}").as_bytes(), format!("{i}:{k}").as_bytes(), k)
+                .unwrap();
+        }
+        engine.advance_watermark(10).unwrap();
+    }
+    let refused = FjallEngine::remove_in(&ctx, &a_dir).unwrap_err();
+    assert!(
+        refused.to_string().contains("open in this process"),
+        "{refused}"
+    );
+    assert_eq!(
+        value(&a, b"k99"),
+        Some(b"0:99".to_vec()),
+        "a refused removal touches nothing"
+    );
+    let database = a.storage().database_path().unwrap().to_path_buf();
+    drop(a);
+    FjallEngine::remove_in(&ctx, &a_dir).unwrap();
+    assert!(!a_dir.exists());
+    for k in 0..100u64 {
+        assert_eq!(
+            value(&b, format!("k{k}").as_bytes()),
+            Some(format!("1:{k}").into_bytes()),
+            "the sibling keeps every row"
+        );
+    }
+    assert_eq!(b.watermark(), 10);
+    drop(b);
+    // A new bucket where the removed one was starts empty: nothing of the old one is left to
+    // name, neither its keyspace nor its metadata rows.
+    let again = open(&ctx, &a_dir).unwrap();
+    assert_eq!((again.watermark(), again.applied_end()), (0, 0));
+    assert_eq!(value(&again, b"k5"), None);
+    assert_eq!(again.storage().database_path().unwrap(), database.as_path());
+}
