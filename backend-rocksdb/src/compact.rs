@@ -29,11 +29,18 @@ const MAX_EXTRA_PASSES: usize = 8;
 /// end)`), down to the bottom level; see the module docs. Fails if RocksDB reports a background
 /// error meanwhile or files it should have compacted are still there after
 /// [`MAX_EXTRA_PASSES`] targeted passes.
+///
+/// `merge_bottom` rewrites the bottom-level files of the range together, those the call itself
+/// writes there included (`BottommostLevelCompaction::Force`): what merges a bucket's output with
+/// the small neighbours [`widened_over_small_neighbours`] took in, which a plain call would leave
+/// in files of their own (it moves the bucket's rows to the bottom level first, then compacts the
+/// bottom files it did not write).
 pub(crate) fn compact_to_bottom(
     db: &DB,
     cf: &ColumnFamily,
     cf_name: &str,
     range: Option<(&[u8], &[u8])>,
+    merge_bottom: bool,
 ) -> Result<()> {
     let errors_before = background_errors(db)?;
     let files = || -> Result<Vec<LiveFile>> {
@@ -48,8 +55,8 @@ pub(crate) fn compact_to_bottom(
         // RocksDB's range end is inclusive; the exclusive end is the next prefix, so at most
         // one key of the next range (its empty key) is compacted with it, which filters it
         // by its own bucket's rule like any compaction.
-        Some((start, end)) => compact_range(db, cf, Some(start), Some(end)),
-        None => compact_range(db, cf, None, None),
+        Some((start, end)) => compact_range(db, cf, Some(start), Some(end), merge_bottom),
+        None => compact_range(db, cf, None, None, merge_bottom),
     }
     let mut pass = 0;
     loop {
@@ -74,7 +81,7 @@ pub(crate) fn compact_to_bottom(
             "compacting table files the full compaction skipped"
         );
         for run in &runs {
-            compact_range(db, cf, run.start.as_deref(), run.end.as_deref());
+            compact_range(db, cf, run.start.as_deref(), run.end.as_deref(), false);
         }
     }
 }
@@ -183,11 +190,22 @@ pub(crate) fn table_files(db: &DB, cf_name: &str) -> Result<Vec<LiveFile>> {
 /// Not exclusive: an exclusive manual compaction holds off every background compaction of the
 /// database for its whole run, so under sustained writes L0 would pile up into RocksDB's slowdown
 /// and stop triggers and stall writers. Bottommost compaction is `ForceOptimized`: every bottom
-/// file is filtered, but those this call just wrote there are not rewritten again.
-fn compact_range(db: &DB, cf: &ColumnFamily, start: Option<&[u8]>, end: Option<&[u8]>) {
+/// file is filtered, but those this call just wrote there are not rewritten again; with `merge`,
+/// `Force`: they are, together with the others of the range.
+fn compact_range(
+    db: &DB,
+    cf: &ColumnFamily,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+    merge: bool,
+) {
     let mut opts = CompactOptions::default();
     opts.set_exclusive_manual_compaction(false);
-    opts.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
+    opts.set_bottommost_level_compaction(if merge {
+        BottommostLevelCompaction::Force
+    } else {
+        BottommostLevelCompaction::ForceOptimized
+    });
     db.compact_range_cf_opt(cf, start, end, &opts);
 }
 

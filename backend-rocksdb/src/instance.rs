@@ -313,7 +313,7 @@ impl InstanceLease {
                 .db
                 .delete_file_in_range_cf(cf, &start, &end)
                 .map_err(rocks_err)?;
-            crate::compact::compact_to_bottom(&shared.db, cf, name, Some((&start, &end)))?;
+            crate::compact::compact_to_bottom(&shared.db, cf, name, Some((&start, &end)), false)?;
         }
         Ok(())
     }

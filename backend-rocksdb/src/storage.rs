@@ -119,13 +119,18 @@ impl RocksDbStorage {
     fn compact_range(&self) -> Result<()> {
         let (start, end) = self.range();
         let db = self.instance.db()?;
-        let (start, end) =
-            compact::widened_over_small_neighbours(&compact::table_files(db, DATA_CF)?, start, end);
+        let (wide_start, wide_end) = compact::widened_over_small_neighbours(
+            &compact::table_files(db, DATA_CF)?,
+            start.clone(),
+            end.clone(),
+        );
+        let widened = (&wide_start, &wide_end) != (&start, &end);
         compact::compact_to_bottom(
-            self.instance.db()?,
+            db,
             self.instance.cf(DATA_CF)?,
             DATA_CF,
-            Some((&start, &end)),
+            Some((&wide_start, &wide_end)),
+            widened,
         )
     }
 

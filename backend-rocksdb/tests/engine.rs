@@ -578,3 +578,30 @@ fn a_removed_bucket_takes_its_rows_out_of_the_shared_instance_and_no_other() {
         assert!(prefixes.contains(&1), "{name}: {prefixes:?}");
     }
 }
+
+#[test]
+fn small_sibling_buckets_share_their_table_files_after_reclaims() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = RocksDbContext::for_buckets(50).unwrap();
+    let engines: Vec<RocksDbEngine> = (0..50)
+        .map(|i| {
+            let engine = RocksDbEngine::open_in(
+                &ctx,
+                &tmp.path().join(format!("b{i}")),
+                EngineOptions::default(),
+            )
+            .unwrap();
+            put_range(&engine, 0..100);
+            engine.advance_watermark(10).unwrap();
+            engine.reclaim().unwrap();
+            engine
+        })
+        .collect();
+    // Each reclaim compacts its bucket's range together with its small neighbours, so fifty
+    // reclaimed buckets of a few KiB do not leave fifty table files.
+    let files: u64 = engines[49].data_files_per_level().unwrap().iter().sum();
+    assert!(files <= 2, "{files} table files for 50 small buckets");
+    for engine in &engines {
+        assert!(!present(engine, 9) && present(engine, 10) && present(engine, 99));
+    }
+}
