@@ -4,6 +4,7 @@
 use tidemark_disk::DiskEngine;
 use tidemark_engine_api::Result;
 
+use crate::ReleasingRedbStorage;
 use crate::storage::{RedbDiskStats, RedbStorage};
 
 /// redb's own figures of a bucket (`use` the trait to call them on a
@@ -15,6 +16,13 @@ pub trait RedbDiagnostics {
     /// costs time proportional to the file; it is a diagnostic, which is why `Engine::stats`
     /// does not call it.
     fn disk_stats(&self) -> Result<RedbDiskStats>;
+}
+
+/// On the open file, reopening a released one.
+impl RedbDiagnostics for DiskEngine<ReleasingRedbStorage> {
+    fn disk_stats(&self) -> Result<RedbDiskStats> {
+        self.write_storage("disk_stats", |s| s.inner()?.disk_stats())
+    }
 }
 
 impl RedbDiagnostics for DiskEngine<RedbStorage> {

@@ -20,7 +20,8 @@ mod sweep;
 mod tables;
 
 pub use context::{
-    FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, RedbContext, RedbContextOptions,
+    FDS_PER_BUCKET, MEMORY_PER_BUCKET, MEMORY_PER_RELEASED_BUCKET, MIN_CACHE_BYTES_PER_BUCKET,
+    RedbContext, RedbContextOptions,
 };
 #[cfg(feature = "testing")]
 pub use declared::REDB_WINDOW_MULTIPLE;
@@ -43,9 +44,17 @@ pub use storage::{DB_FILE, RedbDiskStats, RedbStorage};
 ///   durable commit; then, when the file is mostly garbage and its live pages are few, with a
 ///   `Database::compact` that gives the space back (see the crate README).
 ///
-/// The file's path is the storage's ([`RedbStorage::file`]); redb's own figures are
+/// The storage is [`RedbStorage`] inside the release layer ([`ReleasingRedbStorage`]): while
+/// the bucket is idle and its context needs room for another bucket's file
+/// (`max_open_stores`), its file is closed and reopened on demand. The file's path is the
+/// storage's ([`RedbStorage::file`], `engine.storage().inner()?`); redb's own figures are
 /// [`RedbDiagnostics::disk_stats`].
-pub type RedbEngine = DiskEngine<RedbStorage>;
+pub type RedbEngine = DiskEngine<ReleasingRedbStorage>;
+
+/// The storage a [`RedbEngine`] runs on: [`RedbStorage`], released while idle
+/// ([`tidemark_disk::release`]); the facade and the conformance suite name the backend by it.
+pub type ReleasingRedbStorage = Releasing<RedbStorage>;
+pub use tidemark_disk::release::Releasing;
 /// The toolkit's context trait (import it to call `new`, `global`, `for_buckets`, `settings`,
 /// `bounds`) and the engine every backend's is.
 pub use tidemark_disk::{BackendContext, DiskEngine};

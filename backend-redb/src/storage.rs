@@ -615,6 +615,9 @@ impl Storage for RedbStorage {
     }
 }
 
+/// Nothing runs in the background: an idle file can always be closed.
+impl tidemark_disk::release::Releasable for RedbStorage {}
+
 #[cfg(feature = "testing")]
 impl tidemark_disk::testing::StorageHooks for RedbStorage {
     /// Stores the bytes verbatim and indexes them like any write: at their tag when they
@@ -689,7 +692,7 @@ mod tests {
                 offset += 1;
             }
             engine.apply(&writes).unwrap();
-            let unsynced = engine.storage().unsynced_records();
+            let unsynced = engine.storage().inner().unwrap().unsynced_records();
             assert!(
                 unsynced < DURABLE_EVERY_RECORDS,
                 "{unsynced} records never made durable"
@@ -703,7 +706,7 @@ mod tests {
         );
         let synced = open("synced", true);
         synced.put(b"k", b"v", 0).unwrap();
-        assert_eq!(synced.storage().unsynced_records(), 0);
+        assert_eq!(synced.storage().inner().unwrap().unsynced_records(), 0);
     }
 
     /// redb writes when it closes its file; a panic there (as on a damaged file) is contained
@@ -713,7 +716,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();
         engine.put(b"k", b"v", 0).unwrap();
-        engine.storage().panic_on_close();
+        engine.storage().inner().unwrap().panic_on_close();
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(engine)));
         assert!(dropped.is_ok(), "the panic escaped the drop");
         let engine = RedbEngine::open(dir.path(), EngineOptions::default()).unwrap();

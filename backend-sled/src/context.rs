@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tidemark_disk::BackendContext;
 use tidemark_disk::budget::{BucketBudget, CacheBudget, ResourceBounds};
+use tidemark_disk::release::OpenStores;
 use tidemark_engine_api::Result;
 
 use crate::error::BACKEND;
@@ -41,13 +42,34 @@ pub const SLED_IO_THREADS: u64 = 128;
 /// a time into zeroed buffers and keeps its segment buffers, and that memory stays resident.
 pub const MEMORY_PER_BUCKET: u64 = 3 << 20;
 
+/// Resident memory one open bucket whose store is released holds, bytes: its engine (the
+/// skeleton's state and covered runs) and the release layer's, with no sled database; the scale
+/// test checks it.
+pub const MEMORY_PER_RELEASED_BUCKET: u64 = 16 << 10;
+
+/// Open stores a sled context keeps at most by default: as many as the usual soft descriptor
+/// limit holds, so a process below it never releases a sled bucket, and one above it releases
+/// the least recently used when the limit has no room for another. Not the toolkit's 256: sled
+/// does not give a released database's memory back to the process (a reopen reads its whole
+/// log again), so 1,000 buckets released and reopened in turn held 1.8 GiB where 1,000 kept
+/// open held 0.27 GiB.
+pub const SLED_MAX_OPEN_STORES: usize = 1024;
+
 /// Sizes and limits of a [`SledContext`]. `Default` suits a process hosting up to 1,024 buckets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SledContextOptions {
-    /// The bucket budget and the page-cache budget split evenly among its buckets (each at least
+    /// The bucket budget and the page-cache budget, split evenly among the buckets (each at least
     /// [`MIN_CACHE_BYTES_PER_BUCKET`]; default 1,024 buckets sharing 1 GiB, sled's default for a
-    /// single database).
+    /// single database). Split among the buckets rather than among the stores open at once: a
+    /// sled store reopened after a release reads its whole log back into its cache, so with
+    /// `max_open_stores` shares of the whole budget every open store would soon hold its share,
+    /// and a process of 1,000 released-and-reopened buckets held 1.8 GiB.
     pub budget: CacheBudget,
+    /// The most sled databases open at once (default [`SLED_MAX_OPEN_STORES`], 1,024): a bucket
+    /// beyond them, or one the process's descriptor limit has no room for, releases the least
+    /// recently used idle one's files and reopens its own on demand ([`tidemark_disk::release`]). Admission reserves descriptors for these stores
+    /// only, so any number of open buckets needs at most `max_open_stores` descriptors.
+    pub max_open_stores: usize,
     /// How often the one flusher thread flushes every open bucket, so writes made with
     /// `sync_writes = false` reach disk (default 500 ms, sled's default; `None`: only synced
     /// writes, watermark changes, explicit flushes and closes flush).
@@ -74,6 +96,7 @@ impl Default for SledContextOptions {
     fn default() -> Self {
         SledContextOptions {
             budget: CacheBudget::default(),
+            max_open_stores: SLED_MAX_OPEN_STORES,
             flush_every: Some(Duration::from_millis(500)),
             rebuild_min_bytes: crate::MIN_REBUILD_BYTES,
             rebuild_growth: crate::REBUILD_GROWTH,
@@ -110,6 +133,8 @@ struct Inner {
     settings: SledContextOptions,
     cache_share: u64,
     budget: BucketBudget,
+    /// The bound on open databases.
+    stores: OpenStores,
     flusher: Option<Flusher>,
     /// Held by the one bucket rebuilding now (see [`crate::rebuild`]).
     rebuild_slot: Mutex<()>,
@@ -182,11 +207,18 @@ impl BackendContext for SledContext {
                 settings.rebuild_growth
             )));
         }
+        if settings.max_open_stores == 0 {
+            return Err(tidemark_engine_api::Error::InvalidInput(
+                "a sled context must keep at least one store open (max_open_stores)".into(),
+            ));
+        }
         let cache_share = settings.budget.share(BACKEND, MIN_CACHE_BYTES_PER_BUCKET)?;
         let flusher = settings.flush_every.map(Flusher::start).transpose()?;
         Ok(SledContext {
             inner: Arc::new(Inner {
-                budget: BucketBudget::new(BACKEND, settings.budget.max_buckets, FDS_PER_BUCKET),
+                // A bucket reserves no descriptor of its own: its store does, while open.
+                budget: BucketBudget::new(BACKEND, settings.budget.max_buckets, 0),
+                stores: OpenStores::new(BACKEND, settings.max_open_stores, FDS_PER_BUCKET),
                 cache_share,
                 settings,
                 flusher,
@@ -197,10 +229,11 @@ impl BackendContext for SledContext {
     }
 
     /// A context with the default settings admitting `buckets` buckets (the cache budget stays
-    /// the default 1 GiB unless that leaves less than the minimum share, then the minimum each).
+    /// the default 1 GiB unless that leaves less than the minimum share for each store open at
+    /// once, then the minimum each).
     fn for_buckets(buckets: usize) -> Result<Self> {
         Self::new(SledContextOptions {
-            budget: CacheBudget::for_buckets(buckets, MIN_CACHE_BYTES_PER_BUCKET),
+            budget: CacheBudget::for_buckets(buckets.max(1), MIN_CACHE_BYTES_PER_BUCKET),
             ..SledContextOptions::default()
         })
     }
@@ -212,21 +245,28 @@ impl BackendContext for SledContext {
 
     /// What `buckets` open buckets of this context hold at most: the flusher thread, the
     /// rebuild thread (with `rebuild_in_background`, once a rebuild has been queued) and sled's
-    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]), a descriptor each (also their
-    /// reservation), and their cache shares plus [`MEMORY_PER_BUCKET`] each. A rebuild opens
-    /// one more database (its log's descriptor and one cache share) for as long as it runs,
-    /// one at a time per context, which the process-wide descriptor reserve covers.
+    /// own I/O pool (process-wide, at most [`SLED_IO_THREADS`]); for the stores open at once
+    /// (at most `max_open_stores`) a descriptor each (also their reservation) and their cache
+    /// shares plus [`MEMORY_PER_BUCKET`] each; and [`MEMORY_PER_RELEASED_BUCKET`] for every
+    /// bucket. A rebuild opens one more database (its log's descriptor and one cache share)
+    /// for as long as it runs, one at a time per context, which the process-wide descriptor
+    /// reserve covers.
     fn bounds(&self, buckets: usize) -> ResourceBounds {
-        let n = buckets as u64;
+        let open = buckets.min(self.inner.stores.max_open_stores()) as u64;
         let rebuilder = self.inner.settings.rebuild_in_background
             && self.inner.settings.rebuild_min_bytes != u64::MAX;
         ResourceBounds {
             threads: u64::from(self.inner.flusher.is_some())
                 + u64::from(rebuilder)
                 + SLED_IO_THREADS,
-            fds: n * FDS_PER_BUCKET,
-            fds_reserved: n * FDS_PER_BUCKET,
-            memory_bytes: n * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET),
+            fds: open * FDS_PER_BUCKET,
+            fds_reserved: self.inner.stores.fds_reserved(buckets),
+            memory_bytes: open * (self.cache_bytes_per_bucket() + MEMORY_PER_BUCKET)
+                + buckets as u64 * MEMORY_PER_RELEASED_BUCKET,
         }
+    }
+
+    fn open_stores(&self) -> Option<&OpenStores> {
+        Some(&self.inner.stores)
     }
 }

@@ -36,8 +36,8 @@ mod sweep;
 mod worker;
 
 pub use context::{
-    FDS_PER_BUCKET, MEMORY_PER_BUCKET, MIN_CACHE_BYTES_PER_BUCKET, SLED_IO_THREADS, SledContext,
-    SledContextOptions,
+    FDS_PER_BUCKET, MEMORY_PER_BUCKET, MEMORY_PER_RELEASED_BUCKET, MIN_CACHE_BYTES_PER_BUCKET,
+    SLED_IO_THREADS, SLED_MAX_OPEN_STORES, SledContext, SledContextOptions,
 };
 #[cfg(feature = "testing")]
 pub use declared::{SLED_WINDOW_MULTIPLE, SLED_WINDOW_PEAK_MULTIPLE};
@@ -48,7 +48,10 @@ pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
 /// A bucket stored in sled, reclaimed by the shared range-scan sweeper.
 ///
 /// The engine contract (locks, `W` and the applied end, counters, reports) is the shared
-/// [`DiskEngine`]; sled's plain counters are its storage's ([`DiskEngine::storage`]), what calls into sled is
+/// [`DiskEngine`]; its storage is [`SledStorage`] inside the release layer
+/// ([`ReleasingSledStorage`]): while the bucket is idle and its context needs room for another
+/// bucket's database (`max_open_stores`), its database is closed and reopened on demand. sled's
+/// plain counters are its storage's (`engine.storage().inner()?`), what calls into sled is
 /// [`SledDiagnostics`]. The applied end and the live-entry count
 /// change in the same transaction as the rows they describe; the watermark is written to `meta`
 /// and flushed before it is published.
@@ -61,8 +64,13 @@ pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
 /// If a flush that follows a committed write fails, the engine is marked failed: from then on
 /// every write, watermark change, reclaim and flush returns [`tidemark_engine_api::Error::StoreFailed`]
 /// until the store is reopened (see there why a retry must not simply succeed).
-pub type SledEngine = DiskEngine<SledStorage>;
+pub type SledEngine = DiskEngine<ReleasingSledStorage>;
+
+/// The storage a [`SledEngine`] runs on: [`SledStorage`], released while idle
+/// ([`tidemark_disk::release`]); the facade and the conformance suite name the backend by it.
+pub type ReleasingSledStorage = Releasing<SledStorage>;
 pub use rebuild_rule::{EMPTY_STORE_BYTES, MIN_GARBAGE_BYTES, MIN_REBUILD_BYTES, REBUILD_GROWTH};
+pub use tidemark_disk::release::Releasing;
 pub use tidemark_disk::sweeper::SweepTotals;
 /// The toolkit's context trait (import it to call `new`, `global`, `for_buckets`, `settings`,
 /// `bounds`) and the engine every backend's is.

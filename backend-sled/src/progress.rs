@@ -119,6 +119,11 @@ impl Progress {
         self.changed.notify_all();
     }
 
+    /// Whether a rebuild is queued or running.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.state().job != Job::Idle
+    }
+
     /// Whether the bucket is closing.
     pub(crate) fn is_cancelled(&self) -> bool {
         self.state().cancelled

@@ -559,6 +559,14 @@ impl Storage for SledStorage {
     }
 }
 
+/// A queued or running rebuild holds the bucket: closing would abandon it, so the store is not
+/// released until it is over.
+impl tidemark_disk::release::Releasable for SledStorage {
+    fn background_work_pending(&self) -> bool {
+        self.progress.is_pending()
+    }
+}
+
 #[cfg(feature = "testing")]
 impl tidemark_disk::testing::StorageHooks for SledStorage {
     /// Stores `stored` verbatim under `key`. Bytes that decode are indexed at their tag, like any
@@ -637,6 +645,8 @@ mod tests {
     fn fail_next_flush(engine: &SledEngine) {
         engine
             .storage()
+            .inner()
+            .unwrap()
             .fail_next_flush
             .store(true, Ordering::Release);
     }
@@ -710,6 +720,8 @@ mod tests {
         let older = tidemark_engine_api::codec::encode_value(b"k1", 1, b"v");
         engine
             .storage()
+            .inner()
+            .unwrap()
             .data()
             .unwrap()
             .insert(b"k1", older)

@@ -114,7 +114,7 @@ fn a_rebuild_switches_to_a_fresh_database_holding_every_row_and_frees_the_old_on
         // The reclaim queued the rebuild and returned after its sweep.
         assert_eq!(report.bytes_rewritten, None);
         engine.wait_for_background_work().unwrap();
-        assert_eq!(engine.storage().rebuilds(), 1);
+        assert_eq!(engine.storage().inner().unwrap().rebuilds(), 1);
         assert_eq!(engine.generation().unwrap(), 1);
         assert!(context.rebuild_thread_started());
         assert_eq!(names(&dir), ["sled.1", GENERATION_FILE]);
@@ -131,7 +131,7 @@ fn a_rebuild_switches_to_a_fresh_database_holding_every_row_and_frees_the_old_on
         assert_eq!(names(&dir), ["sled.2", GENERATION_FILE]);
         assert_no_loss_no_resurrection(&engine, end, keys);
         assert!(engine.verify().unwrap().is_clean());
-        assert_eq!(engine.storage().failed_rebuilds(), 0);
+        assert_eq!(engine.storage().inner().unwrap().failed_rebuilds(), 0);
         // Writes go on in the new database.
         engine.apply(&batch(end, 500, keys)).unwrap();
     }
@@ -182,8 +182,8 @@ fn writers_and_readers_during_rebuilds_lose_and_resurrect_nothing() {
     }
     assert_eq!(
         (
-            engine.storage().rebuilds(),
-            engine.storage().failed_rebuilds()
+            engine.storage().inner().unwrap().rebuilds(),
+            engine.storage().inner().unwrap().failed_rebuilds()
         ),
         (6, 0)
     );
@@ -194,7 +194,7 @@ fn writers_and_readers_during_rebuilds_lose_and_resurrect_nothing() {
     assert_no_loss_no_resurrection(&engine, end, keys);
     assert!(engine.verify().unwrap().is_clean());
     let generation = engine.generation().unwrap();
-    assert_eq!(generation, engine.storage().rebuilds());
+    assert_eq!(generation, engine.storage().inner().unwrap().rebuilds());
     drop(engine);
 
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
@@ -289,7 +289,10 @@ fn the_default_context_does_not_rebuild_a_small_store() {
     engine.wait_for_background_work().unwrap();
     assert!(engine.size_on_disk().unwrap() < tidemark_backend_sled::MIN_REBUILD_BYTES);
     assert_eq!(
-        (engine.storage().rebuilds(), engine.generation().unwrap()),
+        (
+            engine.storage().inner().unwrap().rebuilds(),
+            engine.generation().unwrap()
+        ),
         (0, 0)
     );
     assert_eq!(names(&dir), ["sled"]);
@@ -373,7 +376,7 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
     fill(&engine);
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert_eq!(engine.storage().rebuilds(), 1);
+    assert_eq!(engine.storage().inner().unwrap().rebuilds(), 1);
     for w in [n / 3, 2 * n / 3, n] {
         engine.advance_watermark(w).unwrap();
         engine.reclaim().unwrap();
@@ -392,12 +395,12 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
     let during = tmp.path().join("during");
     let other = SledEngine::open_in(&context, &during, options()).unwrap();
     fill(&other);
-    other.storage().hold_rebuilds(true);
+    other.storage().inner().unwrap().hold_rebuilds(true);
     other.reclaim().unwrap();
-    assert!(other.storage().wait_rebuild_held());
+    assert!(other.storage().inner().unwrap().wait_rebuild_held());
     other.advance_watermark(n).unwrap();
     assert_eq!(other.reclaim().unwrap().removed(), n);
-    other.storage().hold_rebuilds(false);
+    other.storage().inner().unwrap().hold_rebuilds(false);
     other.wait_for_background_work().unwrap();
     let stats = other.stats().unwrap();
     assert!(
@@ -405,15 +408,15 @@ fn a_bucket_the_lake_covered_shrinks_to_the_empty_footprint_after_one_reclaim() 
         "{} bytes after a drain during a rebuild, target {target}",
         stats.bytes_on_disk
     );
-    assert_eq!(other.storage().failed_rebuilds(), 0);
-    assert!(other.storage().rebuilds() >= 1);
+    assert_eq!(other.storage().inner().unwrap().failed_rebuilds(), 0);
+    assert!(other.storage().inner().unwrap().rebuilds() >= 1);
     assert_eq!(stats.live_entries, 0);
     drop(other);
     // A further reclaim of the empty store does not rebuild it again.
-    let rebuilds = engine.storage().rebuilds();
+    let rebuilds = engine.storage().inner().unwrap().rebuilds();
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
-    assert_eq!(engine.storage().rebuilds(), rebuilds);
+    assert_eq!(engine.storage().inner().unwrap().rebuilds(), rebuilds);
     let generation = engine.generation().unwrap();
     drop(engine);
     let engine = SledEngine::open_in(&context, &steps, options()).unwrap();
@@ -443,10 +446,10 @@ fn the_garbage_trigger_does_not_fire_on_a_steady_window() {
         engine
             .advance_watermark(end.saturating_sub(window))
             .unwrap();
-        let before = engine.storage().rebuilds();
+        let before = engine.storage().inner().unwrap().rebuilds();
         let report = engine.reclaim().unwrap();
         engine.wait_for_background_work().unwrap();
-        if engine.storage().rebuilds() > before {
+        if engine.storage().inner().unwrap().rebuilds() > before {
             // Due only once the files doubled over the smallest copy of the same rows and grew
             // by the minimum step over the last one: never because the rows shrank, which they
             // did not. (0.9: a copy's size is read after its switch, a flush may have added a
@@ -471,7 +474,7 @@ fn the_garbage_trigger_does_not_fire_on_a_steady_window() {
         }
     }
     assert!(
-        engine.storage().rebuilds() >= 2,
+        engine.storage().inner().unwrap().rebuilds() >= 2,
         "the growth rule still rebuilds"
     );
     assert!(
@@ -497,10 +500,10 @@ fn writers_readers_and_sweeps_during_a_background_rebuild_lose_nothing() {
     engine.apply(&batch(0, 9_000, keys)).unwrap();
     engine.advance_watermark(3_000).unwrap();
     // Held after its first chunk, so everything below happens while the copy is under way.
-    engine.storage().hold_rebuilds(true);
+    engine.storage().inner().unwrap().hold_rebuilds(true);
     engine.reclaim().unwrap();
     assert!(
-        engine.storage().wait_rebuild_held(),
+        engine.storage().inner().unwrap().wait_rebuild_held(),
         "the reclaim queued a rebuild"
     );
     let stop = Arc::new(AtomicBool::new(false));
@@ -525,7 +528,7 @@ fn writers_readers_and_sweeps_during_a_background_rebuild_lose_nothing() {
         swept_newer > 0,
         "sweeps removed values written during the copy"
     );
-    engine.storage().hold_rebuilds(false);
+    engine.storage().inner().unwrap().hold_rebuilds(false);
     engine.wait_for_background_work().unwrap();
     stop.store(true, Ordering::Release);
     assert!(reader.join().unwrap() > 0);
@@ -533,8 +536,8 @@ fn writers_readers_and_sweeps_during_a_background_rebuild_lose_nothing() {
     // reclaim, and reclaims found one due while the first ran.
     assert_eq!(
         (
-            engine.storage().rebuilds(),
-            engine.storage().failed_rebuilds()
+            engine.storage().inner().unwrap().rebuilds(),
+            engine.storage().inner().unwrap().failed_rebuilds()
         ),
         (2, 0)
     );
@@ -563,9 +566,9 @@ fn closing_during_a_background_rebuild_abandons_it_and_the_store_reopens() {
         let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
         engine.apply(&batch(0, end, keys)).unwrap();
         engine.advance_watermark(end / 3).unwrap();
-        engine.storage().hold_rebuilds(true);
+        engine.storage().inner().unwrap().hold_rebuilds(true);
         engine.reclaim().unwrap();
-        assert!(engine.storage().wait_rebuild_held());
+        assert!(engine.storage().inner().unwrap().wait_rebuild_held());
         assert!(dir.join("sled.1").exists(), "the copy is under way");
         // Dropped with the copy half done: it is abandoned, not waited for.
     }
@@ -579,7 +582,10 @@ fn closing_during_a_background_rebuild_abandons_it_and_the_store_reopens() {
     engine.reclaim().unwrap();
     engine.wait_for_background_work().unwrap();
     assert_eq!(
-        (engine.storage().rebuilds(), engine.generation().unwrap()),
+        (
+            engine.storage().inner().unwrap().rebuilds(),
+            engine.generation().unwrap()
+        ),
         (1, 1)
     );
     drop(engine);
@@ -589,16 +595,16 @@ fn closing_during_a_background_rebuild_abandons_it_and_the_store_reopens() {
     let other = tmp.path().join("other");
     let busy = SledEngine::open_in(&context, &other, options()).unwrap();
     busy.apply(&batch(0, end, keys)).unwrap();
-    busy.storage().hold_rebuilds(true);
+    busy.storage().inner().unwrap().hold_rebuilds(true);
     busy.reclaim().unwrap();
-    assert!(busy.storage().wait_rebuild_held());
+    assert!(busy.storage().inner().unwrap().wait_rebuild_held());
     let engine = SledEngine::open_in(&context, &dir, options()).unwrap();
     engine.reclaim().unwrap();
     drop(engine);
     assert_eq!(names(&dir), ["sled.1", GENERATION_FILE]);
-    busy.storage().hold_rebuilds(false);
+    busy.storage().inner().unwrap().hold_rebuilds(false);
     busy.wait_for_background_work().unwrap();
-    assert_eq!(busy.storage().rebuilds(), 1);
+    assert_eq!(busy.storage().inner().unwrap().rebuilds(), 1);
     drop(busy);
     drop(context);
     let engine = SledEngine::open_in(&eager(), &dir, options()).unwrap();

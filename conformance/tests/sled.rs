@@ -1,4 +1,4 @@
 //! The whole suite and the bucket scenarios on one disk backend, the one this file is named after
 //! (empty in a build without it).
 
-tidemark::sled! { tidemark_conformance::disk_suite!(sled: tidemark::sled::SledStorage); }
+tidemark::sled! { tidemark_conformance::disk_suite!(sled: tidemark::sled::ReleasingSledStorage); }

@@ -43,6 +43,13 @@ pub trait BackendContext: Clone + fmt::Debug + Send + Sync + 'static {
         self.budget().open_buckets()
     }
 
+    /// The bound on open stores under which the storages of this context's buckets are
+    /// released while idle and reopened on demand, when the backend's engine runs on
+    /// [`Releasing`](crate::release::Releasing); `None` (the default): never released.
+    fn open_stores(&self) -> Option<&crate::release::OpenStores> {
+        None
+    }
+
     /// Takes a place in the budget for the bucket at `bucket_dir`, before anything of it is
     /// created, so a refused open leaves no trace ([`BucketBudget::admit`]). A backend whose
     /// buckets share files elsewhere reserves against where those files are.

@@ -17,6 +17,7 @@
 //! - the tag-threshold decision the LSM backends' compaction filters share
 //!   ([`compaction_policy`]) and the watermark threshold they apply ([`watermark_threshold`]);
 //! - panic containment of storage calls ([`contain`]);
+//! - idle buckets that release their files and reopen on demand ([`release`]: sled, redb);
 //! - with the cargo feature `testing`, the test hooks and the `testing::Chaos` layer that
 //!   injects faults around any storage.
 
@@ -28,6 +29,7 @@ pub mod layout;
 pub mod meta;
 pub mod offset_index;
 pub mod process;
+pub mod release;
 mod skeleton;
 mod storage;
 pub mod sweeper;

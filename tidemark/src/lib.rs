@@ -81,10 +81,11 @@ mod registry;
 // the dispatch to the storage type; DESIGN § Plugging a backend in lists what else a backend adds.
 backends! {
     /// sled, reclaimed by the range-scan sweeper and rebuilt into a fresh database when it has
-    /// grown or is mostly garbage.
-    Sled, "sled", sled, tidemark_backend_sled::SledStorage;
-    /// redb, reclaimed by the range-scan sweeper, its file compacted when it is mostly garbage.
-    Redb, "redb", redb, tidemark_backend_redb::RedbStorage;
+    /// grown or is mostly garbage; an idle bucket's database is closed while others need room.
+    Sled, "sled", sled, tidemark_backend_sled::ReleasingSledStorage;
+    /// redb, reclaimed by the range-scan sweeper, its file compacted when it is mostly garbage;
+    /// an idle bucket's file is closed while others need room.
+    Redb, "redb", redb, tidemark_backend_redb::ReleasingRedbStorage;
     /// RocksDB, reclaimed by the tag-threshold compaction filter.
     RocksDb, "rocksdb", rocksdb, tidemark_backend_rocksdb::RocksDbStorage;
     /// A pure-Rust LSM tree, reclaimed by the same tag-threshold compaction filter, armed only

@@ -43,7 +43,7 @@ fn run() -> Result<()> {
         offset * 200
     );
     println!("size_on_disk per round: {sizes:?}");
-    println!("rebuilds: {}", engine.storage().rebuilds());
+    println!("rebuilds: {}", engine.stats()?.counters.space_rebuilds);
     println!(
         "live entries {} (expected {}); warm-up peak {warm} B, later peak {late} B, ratio {:.2}",
         engine.stats()?.live_entries,
