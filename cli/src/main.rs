@@ -56,9 +56,10 @@ enum Command {
     /// Write the same continuously written bucket into every backend, with Tidemark and with
     /// the two designs it replaces (no cleanup; all-or-nothing rebuild), and compare what each
     /// costs: throughput, latencies, bytes on disk, reclaims. Writes two SVG charts and a JSON
-    /// report into --out.
+    /// report into --out. With --buckets N: many buckets per backend, a few written at a time
+    /// while the rest sit idle (the historical-partitions scenario).
     #[cfg(feature = "compare")]
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// `compare` in a build without it: refused with how to get it, not as an unknown command.
     #[cfg(not(feature = "compare"))]
     #[command(hide = true, disable_help_flag = true)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use tidemark::Backend;
 
-use crate::config::{self, CompareConfig, LakeKind, Selection, Variant};
+use crate::config::{self, BucketsConfig, CompareConfig, LakeKind, Selection, Variant};
 use crate::{Error, Result};
 
 /// The command line of `tidemark compare`.
@@ -72,6 +72,23 @@ pub struct CompareArgs {
     /// read Parquet; needs the `iceberg` feature).
     #[arg(long, default_value = "memory")]
     pub lake: LakeKind,
+    /// The historical-partitions scenario: this many buckets (at least 2) per backend, siblings
+    /// under one root, each trailed by its own lake, a few written at a time (--active) while the
+    /// rest sit idle; one Tidemark run per backend instead of the variants. --rate and
+    /// --lookup-rate are totals over the buckets; --lag is read as time at --rate.
+    #[arg(long)]
+    pub buckets: Option<usize>,
+    /// With --buckets: buckets written at any moment (default 4, or --buckets when fewer).
+    #[arg(long, requires = "buckets")]
+    pub active: Option<usize>,
+    /// With --buckets: how long one set of active buckets is written before the next takes over
+    /// (default: --duration ÷ 5).
+    #[arg(long, requires = "buckets", value_parser = config::parse_duration)]
+    pub rotate: Option<Duration>,
+    /// Internal (with --buckets): run the scenario on BACKEND alone, in this process, and write
+    /// its figures to FILE; `compare --buckets` runs each backend so, in a child process.
+    #[arg(long, hide = true, requires = "buckets", num_args = 2, value_names = ["BACKEND", "FILE"])]
+    pub buckets_child: Vec<String>,
 }
 
 impl CompareArgs {
@@ -110,6 +127,28 @@ impl CompareArgs {
         let selection = Selection::new(self.backends.clone(), self.variants.clone())?;
         Ok((config, selection))
     }
+
+    /// The historical-partitions scenario these arguments describe, checked; `None` without
+    /// `--buckets`.
+    pub fn buckets_config(&self) -> Result<Option<BucketsConfig>> {
+        let Some(buckets) = self.buckets else {
+            return Ok(None);
+        };
+        if let Some(v) = self.variants.iter().find(|&&v| v != Variant::Tidemark) {
+            return Err(Error::Config(format!(
+                "--buckets runs the tidemark variant only (scheduler on); --variants {v} cannot \
+                 run with it"
+            )));
+        }
+        if self.lake != LakeKind::Memory {
+            return Err(Error::Config(format!(
+                "--buckets runs against the in-memory lake only (--lake {} would create a table \
+                 per bucket)",
+                self.lake
+            )));
+        }
+        BucketsConfig::new(buckets, self.active, self.rotate, self.duration).map(Some)
+    }
 }
 
 #[cfg(test)]
@@ -146,5 +185,63 @@ mod tests {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(named), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_buckets_scenario_takes_its_flags_and_refuses_what_it_cannot_run() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
+                .map(|cli| cli.args)
+        };
+        assert_eq!(parse(&[]).unwrap().buckets_config().unwrap(), None);
+        let scenario = parse(&["--buckets", "6", "--active", "2", "--duration", "2s"])
+            .unwrap()
+            .buckets_config()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (scenario.buckets, scenario.active, scenario.rotate),
+            (6, 2, Duration::from_millis(400))
+        );
+        let rotate = parse(&["--buckets", "1000", "--rotate", "3s"]).unwrap();
+        let scenario = rotate.buckets_config().unwrap().unwrap();
+        assert_eq!(
+            (scenario.active, scenario.rotate),
+            (4, Duration::from_secs(3))
+        );
+        // --active and --rotate mean nothing without --buckets.
+        assert!(parse(&["--active", "2"]).is_err());
+        assert!(parse(&["--rotate", "1s"]).is_err());
+        for (args, named) in [
+            (&["--buckets", "1"][..], "--buckets"),
+            (&["--buckets", "4", "--active", "5"][..], "--active"),
+            (
+                &["--buckets", "4", "--variants", "no-cleanup"][..],
+                "tidemark variant",
+            ),
+            (
+                &["--buckets", "4", "--lake", "iceberg"][..],
+                "in-memory lake",
+            ),
+        ] {
+            let err = parse(args)
+                .unwrap()
+                .buckets_config()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{args:?}: {err}");
+        }
+        assert!(
+            parse(&["--buckets", "4", "--variants", "tidemark"])
+                .unwrap()
+                .buckets_config()
+                .is_ok()
+        );
     }
 }

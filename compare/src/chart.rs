@@ -1,4 +1,4 @@
-//! The two SVG charts of a comparison (`plotters`, no font files needed: SVG text is drawn by
+//! The SVG charts of a comparison (`plotters`, no font files needed: SVG text is drawn by
 //! the viewer), one panel per backend, each with its own y scale, since the backends' footprints
 //! and latencies differ by an order of magnitude and a shared scale flattens the smaller ones.
 //!
@@ -6,6 +6,10 @@
 //! `write-p99.svg`: per backend, write p99 and lookup p99 per window side by side. The variant
 //! sets the line: Tidemark solid blue (thick), scheduler-off orange short dashes, no-cleanup red
 //! long dashes, all-or-nothing purple dots; the uncovered window thin solid grey.
+//!
+//! With `--buckets`, `buckets-bytes.svg`: a row per backend, the whole root's bytes against the
+//! uncovered window and their ratio; `buckets-process.svg`: resident memory, descriptors and
+//! threads over time, a line per backend.
 
 use std::path::Path;
 
@@ -15,6 +19,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::config::Variant;
+use super::historical::report::{BucketsReport, Series};
 use super::latency::WindowP99;
 use super::report::{CompareReport, RunReport};
 
@@ -165,6 +170,137 @@ pub fn write_p99(report: &CompareReport, path: &Path) -> Result<()> {
         ),
         &panels,
         2,
+    )
+}
+
+/// Colour of the `i`th backend's line where one panel holds every backend.
+fn backend_color(i: usize) -> RGBColor {
+    const PALETTE: [RGBColor; 6] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+    ];
+    PALETTE[i % PALETTE.len()]
+}
+
+/// `buckets-bytes.svg` (`--buckets`): a row per backend, bytes of the whole root against the
+/// uncovered window on the left, their ratio on the right (where the window is not empty).
+pub fn buckets_bytes(report: &BucketsReport, path: &Path) -> Result<()> {
+    let tidemark = style(Variant::Tidemark);
+    let mut panels = Vec::new();
+    for run in &report.runs {
+        let series = &run.series;
+        let mib = |values: &[u64]| {
+            series
+                .at
+                .iter()
+                .zip(values)
+                .map(|(&t, &b)| (t, b as f64 / MIB))
+                .collect::<Vec<_>>()
+        };
+        panels.push(Panel {
+            caption: format!("{}: bytes on disk, {} buckets", run.backend, run.buckets),
+            y_desc: "MiB",
+            lines: vec![
+                Line {
+                    label: "every file under the root".into(),
+                    color: tidemark.0,
+                    dash: None,
+                    width: tidemark.2,
+                    points: mib(&series.bytes_on_disk),
+                },
+                Line {
+                    label: "uncovered window".into(),
+                    color: RGBColor(110, 110, 110),
+                    dash: None,
+                    width: 1,
+                    points: mib(&series.window_bytes),
+                },
+            ],
+        });
+        panels.push(Panel {
+            caption: format!("{}: bytes on disk / uncovered window", run.backend),
+            y_desc: "ratio",
+            lines: vec![Line {
+                label: "bytes / window".into(),
+                color: tidemark.0,
+                dash: None,
+                width: 2,
+                points: series
+                    .at
+                    .iter()
+                    .zip(&series.bytes_over_window)
+                    .filter_map(|(&t, r)| r.map(|r| (t, r)))
+                    .collect(),
+            }],
+        });
+    }
+    draw(
+        path,
+        &format!(
+            "{} buckets, {} written at a time (the next every {} s): bytes on disk against the \
+             uncovered window",
+            report.scenario.buckets, report.scenario.active, report.scenario.rotate_seconds
+        ),
+        &panels,
+        2,
+    )
+}
+
+/// `buckets-process.svg` (`--buckets`): resident memory, open descriptors and threads of the
+/// process over time, a line per backend.
+pub fn buckets_process(report: &BucketsReport, path: &Path) -> Result<()> {
+    let figure =
+        |caption: &str, y_desc: &'static str, pick: &dyn Fn(&Series) -> Vec<Option<f64>>| Panel {
+            caption: caption.into(),
+            y_desc,
+            lines: report
+                .runs
+                .iter()
+                .enumerate()
+                .map(|(i, run)| Line {
+                    label: run.backend.to_string(),
+                    color: backend_color(i),
+                    dash: None,
+                    width: 2,
+                    points: run
+                        .series
+                        .at
+                        .iter()
+                        .zip(pick(&run.series))
+                        .filter_map(|(&t, v)| v.map(|v| (t, v)))
+                        .collect(),
+                })
+                .collect(),
+        };
+    let count = |values: &[Option<u64>]| values.iter().map(|v| v.map(|v| v as f64)).collect();
+    let panels = [
+        figure("resident memory", "MiB", &|s: &Series| {
+            s.rss_bytes
+                .iter()
+                .map(|v| v.map(|b| b as f64 / MIB))
+                .collect()
+        }),
+        figure("open file descriptors", "descriptors", &|s: &Series| {
+            count(&s.open_fds)
+        }),
+        figure(
+            "threads (the harness's runtime included)",
+            "threads",
+            &|s: &Series| count(&s.threads),
+        ),
+    ];
+    draw(
+        path,
+        &format!(
+            "The process with {} buckets open, {} written at a time",
+            report.scenario.buckets, report.scenario.active
+        ),
+        &panels,
+        1,
     )
 }
 

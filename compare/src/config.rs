@@ -302,6 +302,101 @@ impl CompareConfig {
     }
 }
 
+/// The historical-partitions scenario (`--buckets`): many buckets as siblings under one root,
+/// each with its own lake, a few written at a time while the rest sit idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketsConfig {
+    /// Buckets opened (at least 2).
+    pub buckets: usize,
+    /// Buckets written at any moment (`--active`, at most `buckets`).
+    pub active: usize,
+    /// How long a set of active buckets is written before the next takes over (`--rotate`).
+    pub rotate: Duration,
+}
+
+/// Buckets written at once by default (`--active`).
+pub const DEFAULT_ACTIVE: usize = 4;
+/// The most buckets one run opens (`--buckets`): far beyond what a process's descriptors admit
+/// on most backends, so the backends' own admission is what refuses a large count.
+pub const MAX_BUCKETS: usize = 1_000_000;
+/// Rotations in a run by default: `--rotate` is the duration over this.
+pub const DEFAULT_ROTATIONS: u32 = 5;
+
+impl BucketsConfig {
+    /// `buckets` with `active` (default [`DEFAULT_ACTIVE`], or `buckets` when fewer) written at a
+    /// time, moving on every `rotate` (default `duration` ÷ [`DEFAULT_ROTATIONS`]); checked.
+    pub fn new(
+        buckets: usize,
+        active: Option<usize>,
+        rotate: Option<Duration>,
+        duration: Duration,
+    ) -> Result<Self> {
+        let config = BucketsConfig {
+            buckets,
+            active: active.unwrap_or(DEFAULT_ACTIVE.min(buckets)),
+            rotate: rotate.unwrap_or(duration / DEFAULT_ROTATIONS),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses a scenario that cannot run as described, saying which setting and why.
+    pub fn validate(&self) -> Result<()> {
+        let fail = |msg: String| Err(Error::Config(msg));
+        if !(2..=MAX_BUCKETS).contains(&self.buckets) {
+            return fail(format!(
+                "--buckets must be between 2 and {MAX_BUCKETS} (got {}); without it compare runs \
+                 one bucket per backend and variant",
+                self.buckets
+            ));
+        }
+        if self.active == 0 || self.active > self.buckets {
+            return fail(format!(
+                "--active must be between 1 and --buckets ({}) (got {})",
+                self.buckets, self.active
+            ));
+        }
+        if self.rotate.is_zero() {
+            return fail("--rotate must be above zero".into());
+        }
+        Ok(())
+    }
+
+    /// The rotation under way `at` into the run (0 for the first `rotate`).
+    pub fn rotation(&self, at: Duration) -> u64 {
+        u64::try_from(at.as_nanos() / self.rotate.as_nanos().max(1)).unwrap_or(u64::MAX)
+    }
+
+    /// The bucket that active slot `slot` (below `active`) writes `at` into the run: rotation
+    /// `r` writes buckets `r × active .. (r + 1) × active`, modulo `buckets`.
+    pub fn active_bucket(&self, at: Duration, slot: usize) -> usize {
+        let (n, k) = (self.buckets as u128, self.active as u128);
+        let first = (u128::from(self.rotation(at)) * k) % n;
+        // Below `buckets`, so it fits.
+        ((first + slot as u128) % n) as usize
+    }
+
+    /// Whether `bucket` is one of the active set `at` into the run.
+    pub fn is_active(&self, bucket: usize, at: Duration) -> bool {
+        let (n, k) = (self.buckets as u128, self.active as u128);
+        let first = (u128::from(self.rotation(at)) * k) % n;
+        (bucket as u128 + n - first) % n < k
+    }
+
+    /// Rotations a run of `duration` goes through (the last one may be cut short).
+    pub fn rotations(&self, duration: Duration) -> u64 {
+        let whole = self.rotation(duration);
+        if duration
+            .as_nanos()
+            .is_multiple_of(self.rotate.as_nanos().max(1))
+        {
+            whole.max(1)
+        } else {
+            whole.saturating_add(1)
+        }
+    }
+}
+
 /// The backends and variants to run, checked against what this build has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
@@ -484,6 +579,61 @@ mod tests {
         ];
         for (config, named) in cases {
             let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(named), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_active_set_moves_on_by_whole_sets_and_wraps_around() {
+        let c = BucketsConfig::new(6, Some(2), None, Duration::from_secs(2)).unwrap();
+        assert_eq!(c.rotate, Duration::from_millis(400));
+        assert_eq!(c.rotations(Duration::from_secs(2)), 5);
+        assert_eq!(c.rotations(Duration::from_millis(2_100)), 6);
+        let at = |ms| Duration::from_millis(ms);
+        let set = |ms| {
+            (0..2)
+                .map(|s| c.active_bucket(at(ms), s))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(set(0), [0, 1]);
+        assert_eq!(set(399), [0, 1]);
+        assert_eq!(set(400), [2, 3]);
+        assert_eq!(set(800), [4, 5]);
+        assert_eq!(set(1_200), [0, 1], "wraps around");
+        for ms in (0..2_000).step_by(50) {
+            for b in 0..6 {
+                assert_eq!(c.is_active(b, at(ms)), set(ms).contains(&b), "{b} at {ms}");
+            }
+        }
+        // A set that does not divide the buckets still takes distinct buckets at each moment.
+        let odd = BucketsConfig::new(5, Some(3), Some(at(100)), at(1_000)).unwrap();
+        for ms in (0..1_000).step_by(100) {
+            let mut set: Vec<usize> = (0..3).map(|s| odd.active_bucket(at(ms), s)).collect();
+            assert!(set.iter().all(|&b| odd.is_active(b, at(ms))));
+            set.sort_unstable();
+            set.dedup();
+            assert_eq!(set.len(), 3);
+        }
+        assert_eq!(
+            BucketsConfig::new(3, None, None, at(1_000)).unwrap().active,
+            3,
+            "the default is 4, or every bucket when fewer"
+        );
+    }
+
+    #[test]
+    fn bad_scenarios_are_refused_with_the_setting_named() {
+        let d = Duration::from_secs(1);
+        for (buckets, active, rotate, named) in [
+            (1, None, None, "--buckets"),
+            (MAX_BUCKETS + 1, None, None, "--buckets"),
+            (4, Some(0), None, "--active"),
+            (4, Some(5), None, "--active"),
+            (4, None, Some(Duration::ZERO), "--rotate"),
+        ] {
+            let err = BucketsConfig::new(buckets, active, rotate, d)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(named), "{err}");
         }
     }

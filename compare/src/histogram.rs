@@ -75,6 +75,16 @@ impl Histogram {
         self.max = self.max.max(nanos);
     }
 
+    /// Adds every latency `other` counted, as if each had been recorded here.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (mine, &theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
     /// Latencies counted.
     pub fn count(&self) -> u64 {
         self.count
@@ -171,5 +181,26 @@ mod tests {
         }
         assert_eq!(next, 0, "the last bucket ends at u64::MAX");
         assert_eq!(Histogram::default().percentiles(), None);
+    }
+
+    #[test]
+    fn merged_histograms_are_the_histogram_of_every_latency() {
+        let (mut a, mut b, mut both) = (
+            Histogram::default(),
+            Histogram::default(),
+            Histogram::default(),
+        );
+        for ns in [5u64, 900, 70_000] {
+            a.record(Duration::from_nanos(ns));
+            both.record(Duration::from_nanos(ns));
+        }
+        for ns in [3u64, 1_000_000] {
+            b.record(Duration::from_nanos(ns));
+            both.record(Duration::from_nanos(ns));
+        }
+        a.merge(&b);
+        assert_eq!(a, both);
+        a.merge(&Histogram::default());
+        assert_eq!(a, both, "an empty histogram adds nothing");
     }
 }

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tidemark_test_support::observe::ReclaimLog;
 
 /// One reclaim the scheduler ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimRun {
     /// When it started, seconds since the run started.
     pub start: f64,
@@ -43,7 +43,7 @@ pub fn runs(log: &ReclaimLog, origin: Instant) -> Vec<ReclaimRun> {
 }
 
 /// Sums over the reclaims of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimTotals {
     /// Reclaims that completed.
     pub runs: u64,

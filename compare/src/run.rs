@@ -775,7 +775,7 @@ async fn read_and_check(
 }
 
 /// An answer as a problem report names it: the offset a value names, or absent.
-fn describe(answer: Option<&[u8]>) -> String {
+pub(crate) fn describe(answer: Option<&[u8]>) -> String {
     match answer {
         Some(value) => match SeededStream::offset_of(value) {
             Some(offset) => format!("the value written at offset {offset}"),
