@@ -25,15 +25,20 @@ impl tidemark_disk::testing::TestedBackend for FjallStorage {
         window_peak_multiple: FJALL_WINDOW_MULTIPLE,
     };
 
-    /// Memtables of 64 KiB (the least the context allows): every 64 KiB written flushes a table
-    /// file. A descriptor cache of 64 files, so that one database's reservation
-    /// ([`FjallContext::fds_per_database`]) fits the suite's low soft limits with room for
-    /// several buckets.
+    /// Memtables of 256 KiB: every 256 KiB written flushes a table file. A descriptor cache of
+    /// 64 files, so that one database's reservation ([`FjallContext::fds_per_database`]) fits
+    /// the suite's low soft limits with room for several buckets.
+    ///
+    /// Not fjall's least, 64 KiB: with 300 buckets of one database written in turn, every write
+    /// round rotated 300 memtables, faster than fjall's two workers flush them, and fjall 3.1.13
+    /// deadlocked once its workers' channel of 1,000 messages was full (every worker and the
+    /// writer blocked in `Keyspace::inner_rotate_memtable` sending to that channel, which only the
+    /// workers drain). A quarter of the rotations keeps the headroom case's queue under it.
     fn growing_context(buckets: usize) -> Result<FjallContext> {
         use tidemark_disk::BackendContext;
         FjallContext::new(crate::options::FjallContextOptions {
             max_buckets: buckets,
-            memtable_bytes: 64 << 10,
+            memtable_bytes: 256 << 10,
             max_cached_files: 64,
             ..crate::options::FjallContextOptions::default()
         })

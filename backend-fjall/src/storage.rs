@@ -21,6 +21,7 @@
 //! everything before it: the table files then always hold a sequence number at least as new as
 //! every entry the compaction removes, and nothing reclaimed is replayed.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -185,8 +186,10 @@ impl FjallStorage {
         key
     }
 
+    /// Adds `rows` to `batch`, each row name once: its last change ([`superseded`]).
     fn add_meta_rows(&self, batch: &mut OwnedWriteBatch, rows: &[MetaRow]) {
-        for row in rows {
+        let superseded = superseded(rows.iter().map(|row| row.name.as_bytes()));
+        for (row, _) in rows.iter().zip(superseded).filter(|(_, later)| !later) {
             let key = self.meta_key(row.name.as_bytes());
             match &row.value {
                 Some(value) => batch.insert(&self.meta, key, value.as_slice()),
@@ -450,7 +453,14 @@ impl Storage for FjallStorage {
         let mut batch = self
             .batch()?
             .durability(commit.sync.then_some(PersistMode::SyncAll));
-        for record in commit.writes {
+        // A key the batch writes twice goes in once, its last write ([`superseded`]).
+        let superseded = superseded(commit.writes.iter().map(|record| record.key()));
+        for (record, _) in commit
+            .writes
+            .iter()
+            .zip(superseded)
+            .filter(|(_, later)| !later)
+        {
             batch.insert(
                 &self.data,
                 stored_key(record.key()).as_ref(),
@@ -636,6 +646,27 @@ pub fn flush_keyspaces(keyspaces: &[&Keyspace]) -> Result<()> {
     Ok(())
 }
 
+/// For each of a write batch's `keys` (in batch order), whether the batch writes the same key
+/// again later: only the last write of a key may go into a fjall batch.
+///
+/// fjall gives every entry of a batch the batch's one sequence number, and its memtable holds one
+/// entry per key and sequence number: a second write of a key in the same batch replaces the
+/// first by unlinking it, then linking the new entry (lsm-tree's memtable is a crossbeam
+/// `SkipMap`, whose `insert` replaces that way). A read in between finds neither and answers
+/// the key's previous version, older than one it may already have returned, or nothing at all.
+/// The last write is what the batch leaves anyway; the rest keep their batch order.
+fn superseded<'a>(
+    keys: impl DoubleEndedIterator<Item = &'a [u8]> + ExactSizeIterator,
+) -> Vec<bool> {
+    if keys.len() < 2 {
+        return vec![false; keys.len()];
+    }
+    let mut later = HashSet::with_capacity(keys.len());
+    let mut superseded: Vec<bool> = keys.rev().map(|key| !later.insert(key)).collect();
+    superseded.reverse();
+    superseded
+}
+
 /// What [`KEYSPACE_RECORD`] holds: the bucket's keyspace name and its shared database.
 #[derive(Debug)]
 struct KeyspaceRecord {
@@ -732,5 +763,22 @@ impl<'a> Armed<'a> {
 impl Drop for Armed<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::superseded;
+
+    #[test]
+    fn only_the_last_write_of_a_key_is_kept() {
+        let keys: [&[u8]; 5] = [b"a", b"b", b"a", b"c", b"a"];
+        assert_eq!(
+            superseded(keys.into_iter()),
+            [true, false, true, false, false]
+        );
+        let one: [&[u8]; 1] = [b"a"];
+        assert_eq!(superseded(one.into_iter()), [false]);
+        assert!(superseded(std::iter::empty()).is_empty());
     }
 }
