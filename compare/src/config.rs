@@ -323,8 +323,8 @@ pub const MAX_BUCKETS: usize = 1_000_000;
 pub const DEFAULT_ROTATIONS: u32 = 5;
 
 impl BucketsConfig {
-    /// `buckets` with `active` (default [`DEFAULT_ACTIVE`], or `buckets` when fewer) written at a
-    /// time, moving on every `rotate` (default `duration` ÷ [`DEFAULT_ROTATIONS`]); checked.
+    /// `buckets` with `active` (default `DEFAULT_ACTIVE`, or `buckets` when fewer) written at a
+    /// time, moving on every `rotate` (default `duration` ÷ `DEFAULT_ROTATIONS`); checked.
     pub fn new(
         buckets: usize,
         active: Option<usize>,

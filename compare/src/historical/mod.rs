@@ -43,7 +43,7 @@ pub enum Isolation {
     InProcess,
     /// Each in a child process of its own, so its threads, descriptors and memory are its own:
     /// `program` with `args`, then `--buckets-child BACKEND FILE`, runs the backend alone and
-    /// writes its figures to `FILE` ([`child`]).
+    /// writes its figures to `FILE`.
     Children {
         /// The program to run.
         program: PathBuf,

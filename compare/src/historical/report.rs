@@ -20,7 +20,7 @@ pub const SCHEMA: &str = "tidemark.compare.buckets/1";
 /// The whole scenario, as written to `compare.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct BucketsReport {
-    /// [`SCHEMA`].
+    /// The schema name, `tidemark.compare.buckets/1`.
     pub schema: &'static str,
     /// `dev` or `release`: what the figures were measured with.
     pub build: &'static str,
