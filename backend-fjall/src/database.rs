@@ -479,25 +479,12 @@ fn lock_routes_infallibly(
     routes.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The shared database directory serving `bucket_dir`: [`SHARED_DIR`] in its parent, made
-/// absolute and free of symbolic links (once the parent exists) so every path to the same
-/// directory finds one database.
+/// The shared database directory serving `bucket_dir`: [`SHARED_DIR`] in its parent, resolved
+/// as the toolkit resolves every shared layout's instances
+/// ([`tidemark_disk::layout::shared::shared_dir_of`]), so every path to the same directory finds
+/// one database.
 pub(crate) fn shared_dir_of(bucket_dir: &Path) -> Result<PathBuf> {
-    // The bucket directory itself may be a link to a directory elsewhere.
-    let resolved = std::fs::canonicalize(bucket_dir).ok();
-    let bucket_dir = resolved.as_deref().unwrap_or(bucket_dir);
-    let parent = match bucket_dir.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        Some(_) => Path::new("."),
-        None => {
-            return Err(Error::invalid(format!(
-                "a fjall bucket directory needs a parent directory to share a database in: {}",
-                bucket_dir.display()
-            )));
-        }
-    };
-    let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
-    Ok(parent.join(SHARED_DIR))
+    tidemark_disk::layout::shared::shared_dir_of(bucket_dir, SHARED_DIR, BACKEND)
 }
 
 /// fjall's rule for keyspace names (it panics on others).

@@ -3,27 +3,9 @@
 //! read-only.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-/// A bucket directory `<temporary>/b` of its own: a RocksDB bucket's rows live in the instance
-/// beside it (`<temporary>/.tidemark-rocksdb`), so each test's buckets get an instance of their
-/// own.
-struct BucketDir(
-    // Held for its drop: the temporary directory goes with the bucket.
-    #[allow(dead_code)] tempfile::TempDir,
-    std::path::PathBuf,
-);
+mod common;
 
-impl BucketDir {
-    fn path(&self) -> &std::path::Path {
-        &self.1
-    }
-}
-
-fn bucket_dir() -> BucketDir {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("b");
-    std::fs::create_dir(&dir).unwrap();
-    BucketDir(tmp, dir)
-}
+use common::bucket_dir;
 
 use std::path::Path;
 use tidemark_backend_rocksdb::RocksDbDiagnostics;
