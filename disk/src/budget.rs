@@ -240,22 +240,37 @@ impl BucketBudget {
     /// [`FD_RESERVE`]. Nothing is opened here; the share and the reservation are held by the
     /// returned lease until it is dropped.
     pub fn admit(&self, path: &Path) -> Result<BucketLease> {
+        match self.admit_within_bound(path)? {
+            Some(lease) => Ok(lease),
+            None => {
+                let inner = &self.inner;
+                Err(Error::ResourceLimit {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "{} {} buckets are open, the most its context admits \
+                         (max_buckets = {}); close one, or create the context with a larger \
+                         max_buckets (and cache budget)",
+                        self.open_buckets(),
+                        inner.backend,
+                        inner.max_buckets
+                    ),
+                })
+            }
+        }
+    }
+
+    /// [`BucketBudget::admit`], except that a full budget is `Ok(None)` rather than an error:
+    /// a caller that waits for a place (the release layer's open stores) tells "wait" from
+    /// "refused by the descriptor limit" without racing a place given back in between.
+    pub(crate) fn admit_within_bound(&self, path: &Path) -> Result<Option<BucketLease>> {
         let inner = &self.inner;
         let admitted = inner
             .open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
                 (open < inner.max_buckets).then_some(open + 1)
             });
-        if let Err(open) = admitted {
-            return Err(Error::ResourceLimit {
-                path: path.to_path_buf(),
-                message: format!(
-                    "{open} {} buckets are open, the most its context admits \
-                     (max_buckets = {}); close one, or create the context with a larger \
-                     max_buckets (and cache budget)",
-                    inner.backend, inner.max_buckets
-                ),
-            });
+        if admitted.is_err() {
+            return Ok(None);
         }
         let mut lease = BucketLease {
             inner: Arc::clone(inner),
@@ -282,7 +297,7 @@ impl BucketBudget {
         match admission {
             Admission::Reserved(id) => {
                 lease.reservation = Some(id);
-                Ok(lease)
+                Ok(Some(lease))
             }
             Admission::Refused(refusal) => Err(Error::ResourceLimit {
                 path: path.to_path_buf(),

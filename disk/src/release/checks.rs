@@ -189,6 +189,9 @@ pub fn concurrent<S: Releasable>(context: &S::Context, root: &Path, buckets: usi
         for b in 0..buckets {
             let (engines, acked, done) = (&engines, &acked, &done);
             scope.spawn(move || {
+                // Counted even when this writer panics, so the readers stop and the scope
+                // hands its panic on instead of waiting for them forever.
+                let _finished = Finished(done);
                 let engine = &engines[b];
                 for n in 0..batches {
                     let first = n * KEYS;
@@ -205,7 +208,6 @@ pub fn concurrent<S: Releasable>(context: &S::Context, root: &Path, buckets: usi
                         engine.reclaim().unwrap();
                     }
                 }
-                done.fetch_add(1, Ordering::AcqRel);
             });
         }
         for r in 0..2u64 {
@@ -242,6 +244,15 @@ pub fn concurrent<S: Releasable>(context: &S::Context, root: &Path, buckets: usi
     assert!(stores.open_stores() <= stores.max_open_stores());
     for (b, engine) in engines.iter().enumerate() {
         assert_eq!(engine.applied_end(), batches * KEYS, "bucket {b}");
+    }
+}
+
+/// Counts a finished writer when dropped, also when it unwinds.
+struct Finished<'a>(&'a AtomicU64);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
     }
 }
 

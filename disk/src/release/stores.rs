@@ -162,21 +162,21 @@ impl OpenStores {
             if self.open_stores() >= self.inner.max_open && self.release_one(own) {
                 continue;
             }
-            let refusal = match self.inner.budget.admit(dir) {
-                Ok(lease) => return Ok(lease),
-                Err(Error::ResourceLimit { path, message }) => (path, message),
+            match self.inner.budget.admit_within_bound(dir) {
+                Ok(Some(lease)) => return Ok(lease),
+                // Every place is taken (maybe by a thread that won the one just given back):
+                // wait for an idle store below.
+                Ok(None) => {}
+                // The descriptor limit refused: an idle store's descriptors make room too;
+                // without one, the refusal is the answer (waiting frees no descriptor the
+                // process holds outside this context).
+                Err(refusal @ Error::ResourceLimit { .. }) => {
+                    if self.release_one(own) {
+                        continue;
+                    }
+                    return Err(refusal);
+                }
                 Err(e) => return Err(e),
-            };
-            // A descriptor refusal: an idle store's descriptors make room too.
-            if self.release_one(own) {
-                continue;
-            }
-            let full = self.open_stores() >= self.inner.max_open;
-            if !full {
-                return Err(Error::ResourceLimit {
-                    path: refusal.0,
-                    message: refusal.1,
-                });
             }
             if Instant::now() >= deadline {
                 return Err(Error::ResourceLimit {

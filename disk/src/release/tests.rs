@@ -455,3 +455,38 @@ fn a_store_rolled_back_while_released_is_refused() {
     assert!(matches!(err, Error::RolledBack { .. }), "{err}");
     assert!(!engines[0].storage().is_open());
 }
+
+/// A place given back between a full bound's refusal and the caller's next look is a reason to
+/// try again, never an error: threads that each go round all the buckets, under a bound of
+/// one, take the one place from each other thousands of times and no call fails.
+#[test]
+fn callers_contending_for_one_place_wait_for_it_and_never_fail() {
+    const THREADS: usize = 4;
+    const BUCKETS: usize = 8;
+    const CALLS: usize = 1_000;
+    let root = tempfile::tempdir().unwrap();
+    let context = MockContext::with_bound(1);
+    let engines = open_all(&context, root.path(), BUCKETS);
+    for engine in &engines {
+        put(engine, "k", 0);
+    }
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let engines = &engines;
+            scope.spawn(move || {
+                for n in 0..CALLS {
+                    let engine = &engines[(t * 3 + n) % BUCKETS];
+                    let found = engine.lookup(b"k").unwrap();
+                    assert!(matches!(found, LocalLookup::Value { offset: 0, .. }));
+                }
+            });
+        }
+    });
+    let stores = context.open_stores().unwrap();
+    assert!(
+        stores.releases() >= CALLS as u64,
+        "the buckets hardly contended: {} releases",
+        stores.releases()
+    );
+    assert_eq!(context.most_open(), 1);
+}
