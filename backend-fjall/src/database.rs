@@ -37,6 +37,7 @@ use tidemark_engine_api::{Error, Result};
 
 use crate::compaction_filter::{TagThresholdFilter, TagThresholdFilterFactory};
 use crate::error::{BACKEND, fjall_err};
+use crate::group_commit::{GroupCommit, Op, fill};
 use crate::options::FjallContextOptions;
 use crate::storage::flush_keyspaces;
 
@@ -91,6 +92,8 @@ pub(crate) struct SharedDatabase {
     compacting: Mutex<usize>,
     /// Signalled when a reclaim's compaction ends.
     compacted: Condvar,
+    /// Where its buckets' synced commits gather into shared batches.
+    group_commit: GroupCommit,
 }
 
 /// The figures every shared database of a context is opened with: the context's block cache
@@ -251,6 +254,20 @@ impl DatabaseLease {
     /// The keyspace holding every bucket's metadata rows ([`SHARED_META_KEYSPACE`]).
     pub(crate) fn meta(&self) -> Result<&Keyspace> {
         Ok(&self.shared()?.meta)
+    }
+
+    /// Writes `ops` durably in one batch with the synced commits of the database's other
+    /// buckets that arrive at the same time, one journal sync for all ([`crate::group_commit`]).
+    pub(crate) fn commit_synced(&self, ops: Vec<Op>) -> Result<()> {
+        let shared = self.shared()?;
+        shared.group_commit.commit(ops, |ops| {
+            let mut batch = shared
+                .db
+                .batch()
+                .durability(Some(fjall::PersistMode::SyncAll));
+            fill(&mut batch, ops);
+            batch.commit().map_err(fjall_err)
+        })
     }
 
     /// Runs `compact` once fewer than [`RECLAIMS_PER_DATABASE`] reclaims of this database
@@ -450,6 +467,7 @@ impl SharedDatabase {
             creating: Mutex::new(()),
             compacting: Mutex::new(0),
             compacted: Condvar::new(),
+            group_commit: GroupCommit::default(),
         })
     }
 }

@@ -24,6 +24,7 @@ mod database;
 mod declared;
 mod diagnostics;
 mod error;
+mod group_commit;
 mod options;
 mod storage;
 

@@ -49,6 +49,7 @@ use crate::database::{
     stored_key,
 };
 use crate::error::{BACKEND, fjall_err, is_damage, read_err};
+use crate::group_commit::Writes;
 
 /// The file in the bucket directory naming the bucket's keyspace in the shared database.
 pub const KEYSPACE_RECORD: &str = "fjall-keyspace";
@@ -187,14 +188,23 @@ impl FjallStorage {
     }
 
     /// Adds `rows` to `batch`, each row name once: its last change ([`superseded`]).
-    fn add_meta_rows(&self, batch: &mut OwnedWriteBatch, rows: &[MetaRow]) {
+    /// The writes of `rows` (the last write of each row only: [`superseded`]).
+    fn write_rows(&self, writes: &mut Writes, rows: &[MetaRow]) {
         let superseded = superseded(rows.iter().map(|row| row.name.as_bytes()));
         for (row, _) in rows.iter().zip(superseded).filter(|(_, later)| !later) {
             let key = self.meta_key(row.name.as_bytes());
             match &row.value {
-                Some(value) => batch.insert(&self.meta, key, value.as_slice()),
-                None => batch.remove(&self.meta, key),
+                Some(value) => writes.insert(&self.meta, key, value.as_slice()),
+                None => writes.remove(&self.meta, key),
             }
+        }
+    }
+
+    /// Commits `writes`: a batch of its own, or through the database's group commit.
+    fn write(&self, writes: Writes) -> Result<()> {
+        match writes {
+            Writes::Alone(batch) => batch.commit().map_err(fjall_err),
+            Writes::Grouped(ops) => self.database.commit_synced(ops),
         }
     }
 
@@ -444,15 +454,21 @@ impl Storage for FjallStorage {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut batch = self.batch()?;
-        self.add_meta_rows(&mut batch, rows);
-        batch.commit().map_err(fjall_err)
+        let mut writes = Writes::Alone(self.batch()?);
+        self.write_rows(&mut writes, rows);
+        self.write(writes)
     }
 
+    /// A synced commit joins its database's group commit ([`crate::group_commit`]): one batch
+    /// and one journal sync with the other buckets' synced commits arriving at the same time.
     fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
-        let mut batch = self
-            .batch()?
-            .durability(commit.sync.then_some(PersistMode::SyncAll));
+        let mut writes = if commit.sync {
+            Writes::Grouped(Vec::with_capacity(
+                commit.writes.len() + commit.rows.len() + 1,
+            ))
+        } else {
+            Writes::Alone(self.batch()?)
+        };
         // A key the batch writes twice goes in once, its last write ([`superseded`]).
         let superseded = superseded(commit.writes.iter().map(|record| record.key()));
         for (record, _) in commit
@@ -461,7 +477,7 @@ impl Storage for FjallStorage {
             .zip(superseded)
             .filter(|(_, later)| !later)
         {
-            batch.insert(
+            writes.insert(
                 &self.data,
                 stored_key(record.key()).as_ref(),
                 record.encoded_value(),
@@ -469,13 +485,13 @@ impl Storage for FjallStorage {
         }
         // The applied end rides in the same batch, one journal entry: a crash never separates
         // them.
-        batch.insert(
+        writes.insert(
             &self.meta,
             self.meta_key(MetaKey::AppliedEnd.bytes()),
             encode_u64(commit.applied_end).as_slice(),
         );
-        self.add_meta_rows(&mut batch, commit.rows);
-        batch.commit().map_err(fjall_err)
+        self.write_rows(&mut writes, commit.rows);
+        self.write(writes)
     }
 
     fn get<T>(&self, key: &[u8], read: impl ReadStored<T>) -> Result<T> {
