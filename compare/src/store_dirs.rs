@@ -36,17 +36,29 @@ pub fn buckets_root(root: &Path, backend: Backend) -> PathBuf {
     root.join(format!("{backend}-buckets"))
 }
 
-/// Bytes of every file under `dir` (their lengths, as the backends measure theirs), the engines'
-/// shared instances included. A file or directory that goes away while it is counted (a
-/// compaction's input, a rebuilt database) counts as gone.
-pub fn tree_bytes(dir: &Path) -> Result<u64> {
+/// What the files under a directory take: their lengths, and the blocks the file system gave
+/// them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TreeBytes {
+    /// The sum of the files' lengths (as the backends measure their own bytes).
+    pub length: u64,
+    /// The bytes of the blocks allocated to them (`st_blocks × 512`): what the disk gives up. A
+    /// preallocated sparse file (fjall's 64 MiB journals) is long but takes almost nothing; a
+    /// file of a few bytes takes a whole block.
+    pub allocated: u64,
+}
+
+/// Bytes of every file under `dir`, the engines' shared instances included. A file or
+/// directory that goes away while it is counted (a compaction's input, a rebuilt database)
+/// counts as gone.
+pub fn tree_bytes(dir: &Path) -> Result<TreeBytes> {
     let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if gone(&e) => return Ok(0),
+        Err(e) if gone(&e) => return Ok(TreeBytes::default()),
         Err(e) => return Err(Error::io("cannot list", dir, e)),
     };
-    let mut total = 0u64;
+    let mut total = TreeBytes::default();
     for entry in entries {
         let entry = match entry {
             Ok(entry) => entry,
@@ -59,15 +71,32 @@ pub fn tree_bytes(dir: &Path) -> Result<u64> {
             Err(e) if gone(&e) => continue,
             Err(e) => return Err(Error::io("cannot read the metadata of", path, e)),
         };
-        total = total.saturating_add(if meta.is_dir() {
+        let below = if meta.is_dir() {
             tree_bytes(&path)?
         } else if meta.is_file() {
-            meta.len()
+            TreeBytes {
+                length: meta.len(),
+                allocated: allocated(&meta),
+            }
         } else {
-            0
-        });
+            TreeBytes::default()
+        };
+        total.length = total.length.saturating_add(below.length);
+        total.allocated = total.allocated.saturating_add(below.allocated);
     }
     Ok(total)
+}
+
+#[cfg(unix)]
+fn allocated(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.blocks().saturating_mul(512)
+}
+
+/// Without block counts, the length stands in.
+#[cfg(not(unix))]
+fn allocated(meta: &std::fs::Metadata) -> u64 {
+    meta.len()
 }
 
 #[cfg(test)]
@@ -78,11 +107,25 @@ mod tests {
     fn tree_bytes_counts_every_file_below_and_nothing_for_a_missing_tree() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("root");
-        assert_eq!(tree_bytes(&root).unwrap(), 0);
+        assert_eq!(tree_bytes(&root).unwrap(), TreeBytes::default());
         std::fs::create_dir_all(root.join("a/.shared")).unwrap();
         std::fs::write(root.join("top"), [0u8; 10]).unwrap();
         std::fs::write(root.join("a/file"), [0u8; 100]).unwrap();
         std::fs::write(root.join("a/.shared/table"), [0u8; 1_000]).unwrap();
-        assert_eq!(tree_bytes(&root).unwrap(), 1_110);
+        let bytes = tree_bytes(&root).unwrap();
+        assert_eq!(bytes.length, 1_110);
+        // Three files with data take at least a block each.
+        assert!(bytes.allocated >= 3 * 512, "{bytes:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_sparse_file_is_long_but_takes_almost_no_blocks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(tmp.path().join("preallocated")).unwrap();
+        file.set_len(64 << 20).unwrap();
+        let bytes = tree_bytes(tmp.path()).unwrap();
+        assert_eq!(bytes.length, 64 << 20);
+        assert!(bytes.allocated < 1 << 20, "{bytes:?}");
     }
 }

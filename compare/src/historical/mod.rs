@@ -375,10 +375,16 @@ mod tests {
             let n = run.series.at.len();
             assert!(n > 1, "{what}");
             assert_eq!(run.series.bytes_on_disk.len(), n);
+            assert_eq!(run.series.allocated_bytes.len(), n);
             assert_eq!(run.series.threads.len(), n);
             if run.backend != "memory" {
                 assert!(run.bytes.empty > 0 && run.bytes.end > 0, "{what}");
                 assert!(run.bytes.end_over_window.is_some_and(|r| r > 0.0), "{what}");
+                assert!(run.bytes.end_allocated > 0, "{what}");
+                assert!(
+                    run.bytes.end_allocated_over_window.is_some_and(|r| r > 0.0),
+                    "{what}"
+                );
             }
         }
         // The stores were kept where --dir said, a root per backend.

@@ -153,7 +153,10 @@ pub struct Lookups {
 }
 
 /// Bytes of every file under the root (every bucket directory and the engine instances they
-/// share), and the uncovered window: the records at or above each bucket's `W`, summed.
+/// share), and the uncovered window: the records at or above each bucket's `W`, summed. The
+/// root is counted twice: by the files' lengths and by the blocks allocated to them (what the
+/// disk gives up; a preallocated sparse file is long but takes almost nothing, a file of a few
+/// bytes takes a block).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Bytes {
     /// Once every bucket was open, before anything was written.
@@ -170,6 +173,12 @@ pub struct Bytes {
     pub window_end: u64,
     /// `end ÷ window_end`.
     pub end_over_window: Option<f64>,
+    /// `empty`, in allocated blocks.
+    pub empty_allocated: u64,
+    /// `end`, in allocated blocks.
+    pub end_allocated: u64,
+    /// `end_allocated ÷ window_end`.
+    pub end_allocated_over_window: Option<f64>,
 }
 
 /// A figure of the process: the last read and the most any sample read.
@@ -233,8 +242,10 @@ pub struct Lake {
 pub struct Series {
     /// Seconds since the run started.
     pub at: Vec<f64>,
-    /// Bytes of every file under the root.
+    /// Bytes of every file under the root (their lengths).
     pub bytes_on_disk: Vec<u64>,
+    /// Bytes of the blocks allocated to them.
+    pub allocated_bytes: Vec<u64>,
     /// The uncovered window, summed over the buckets.
     pub window_bytes: Vec<u64>,
     /// `bytes_on_disk ÷ window_bytes` (`null` while the window is empty).
@@ -263,6 +274,7 @@ impl BucketsRun {
         for s in &run.samples {
             series.at.push(s.at.as_secs_f64());
             series.bytes_on_disk.push(s.bytes_on_disk);
+            series.allocated_bytes.push(s.allocated_bytes);
             series.window_bytes.push(s.window_bytes);
             series
                 .bytes_over_window
@@ -278,6 +290,7 @@ impl BucketsRun {
         }
         let end = run.samples.last();
         let end_bytes = end.map_or(0, |s| s.bytes_on_disk);
+        let end_allocated = end.map_or(0, |s| s.allocated_bytes);
         let window_end = end.map_or(0, |s| s.window_bytes);
         let n = run.scenario.buckets.max(1) as u64;
         let elapsed = run.elapsed.as_secs_f64();
@@ -315,8 +328,8 @@ impl BucketsRun {
                 problems: run.problems.clone(),
             },
             bytes: Bytes {
-                empty: run.empty,
-                empty_per_bucket: run.empty / n,
+                empty: run.empty.length,
+                empty_per_bucket: run.empty.length / n,
                 peak: run
                     .samples
                     .iter()
@@ -327,6 +340,9 @@ impl BucketsRun {
                 end_per_bucket: end_bytes / n,
                 window_end,
                 end_over_window: ratio(end_bytes, window_end),
+                empty_allocated: run.empty.allocated,
+                end_allocated,
+                end_allocated_over_window: ratio(end_allocated, window_end),
             },
             process: Process {
                 before: run.before.into(),
@@ -435,12 +451,13 @@ pub fn render(report: &BucketsReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nspace and process (bytes: every file under the root, shared instances included; \
-         window: records at or above each bucket's W, summed; process: max / at the end)"
+        "\nspace and process (bytes: the lengths of every file under the root, shared instances \
+         included; allocated: the blocks the file system gave them; window: records at or above \
+         each bucket's W, summed; process: max / at the end)"
     );
     let _ = writeln!(
         out,
-        "{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>21} {:>13} {:>11}",
+        "{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>21} {:>13} {:>11}",
         "backend",
         "empty",
         "peak",
@@ -448,6 +465,8 @@ pub fn render(report: &BucketsReport) -> String {
         "per bucket",
         "window",
         "end/window",
+        "allocated",
+        "alloc/win",
         "RSS",
         "descriptors",
         "threads"
@@ -457,7 +476,7 @@ pub fn render(report: &BucketsReport) -> String {
         let p = &r.process;
         let _ = writeln!(
             out,
-            "{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>21} {:>13} {:>11}",
+            "{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>21} {:>13} {:>11}",
             r.backend,
             units::bytes(b.empty),
             units::bytes(b.peak),
@@ -465,6 +484,9 @@ pub fn render(report: &BucketsReport) -> String {
             units::bytes(b.end_per_bucket),
             units::bytes(b.window_end),
             b.end_over_window.map_or("-".into(), |r| format!("{r:.1}")),
+            units::bytes(b.end_allocated),
+            b.end_allocated_over_window
+                .map_or("-".into(), |r| format!("{r:.1}")),
             format!(
                 "{} / {}",
                 opt_bytes(p.max.rss_bytes),

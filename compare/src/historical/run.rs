@@ -47,7 +47,7 @@ use crate::histogram::Histogram;
 use crate::lake::StreamLake;
 use crate::reclaims::{self, ReclaimRun};
 use crate::run::describe;
-use crate::store_dirs::tree_bytes;
+use crate::store_dirs::{TreeBytes, tree_bytes};
 use crate::window::WindowBytes;
 use crate::{Error, Result, units};
 
@@ -71,8 +71,10 @@ pub struct Setup {
 pub struct Sample {
     /// Since the run started.
     pub at: Duration,
-    /// Bytes of every file under the root.
+    /// Bytes of every file under the root (their lengths).
     pub bytes_on_disk: u64,
+    /// Bytes of the blocks allocated to them.
+    pub allocated_bytes: u64,
     /// Bytes of the records at or above each bucket's `W`, summed over the buckets.
     pub window_bytes: u64,
     /// Threads, descriptors and resident memory of the process.
@@ -136,7 +138,7 @@ pub struct Outcome {
     /// The process before the backend's context was created.
     pub before: ProcessUsage,
     /// Bytes under the root once every bucket was open, before anything was written.
-    pub empty: u64,
+    pub empty: TreeBytes,
     /// The root and the process over time, the last sample taken when the writers finished.
     pub samples: Vec<Sample>,
     /// Every reclaim of every bucket, by start.
@@ -783,7 +785,7 @@ async fn sampler_loop(
 async fn sample(shared: &Shared) -> Result<Sample> {
     let at = shared.origin.elapsed();
     let root = shared.setup.root.clone();
-    let (bytes_on_disk, usage) = joined(tokio::task::spawn_blocking(move || {
+    let (on_disk, usage) = joined(tokio::task::spawn_blocking(move || {
         Ok((tree_bytes(&root)?, ProcessUsage::current()))
     }))
     .await?;
@@ -798,7 +800,8 @@ async fn sample(shared: &Shared) -> Result<Sample> {
     }
     Ok(Sample {
         at,
-        bytes_on_disk,
+        bytes_on_disk: on_disk.length,
+        allocated_bytes: on_disk.allocated,
         window_bytes,
         usage,
     })
