@@ -25,6 +25,7 @@ mod digest;
 mod error;
 mod flusher;
 mod generation;
+mod malloc;
 mod meta;
 mod progress;
 mod rebuild;
@@ -43,6 +44,7 @@ pub use context::{
 pub use declared::{SLED_WINDOW_MULTIPLE, SLED_WINDOW_PEAK_MULTIPLE};
 pub use diagnostics::SledDiagnostics;
 pub use generation::{DB_SUBDIR, GENERATION_FILE};
+pub use malloc::FIXED_MMAP_THRESHOLD;
 pub use storage::{MAX_SWEEP_CHUNK_ROWS, SledStorage};
 
 /// A bucket stored in sled, reclaimed by the shared range-scan sweeper.
