@@ -47,13 +47,14 @@ pub const MEMORY_PER_BUCKET: u64 = 3 << 20;
 /// test checks it.
 pub const MEMORY_PER_RELEASED_BUCKET: u64 = 16 << 10;
 
-/// Open stores a sled context keeps at most by default: as many as the usual soft descriptor
-/// limit holds, so a process below it never releases a sled bucket, and one above it releases
-/// the least recently used when the limit has no room for another. Not the toolkit's 256: a
-/// sled database reopened while many others are open holds about 6 MiB resident against
-/// 0.25 MiB at its first open (sled's own; raw sled shows it), so 1,000 buckets released and
-/// reopened in turn held 1.8 GiB where 1,000 kept open held 0.27 GiB.
-pub const SLED_MAX_OPEN_STORES: usize = 1024;
+/// Open stores a sled context keeps at most by default: the toolkit's
+/// [`DEFAULT_MAX_OPEN_STORES`](tidemark_disk::release::DEFAULT_MAX_OPEN_STORES), 256, a quarter
+/// of the usual soft descriptor limit. It was 1,024 while a sled database reopened in a busy
+/// process held about 6 MiB (glibc's dynamic mmap threshold, now fixed by the context: see
+/// [`SledContextOptions::fixed_mmap_threshold`]); at 1,024 under a limit of 1,024 it was the
+/// descriptor limit, not the bound, that released stores, and every admission then probed the
+/// process's descriptors, which made opening 10,000 buckets take over ten minutes.
+pub const SLED_MAX_OPEN_STORES: usize = tidemark_disk::release::DEFAULT_MAX_OPEN_STORES;
 
 /// Sizes and limits of a [`SledContext`]. `Default` suits a process hosting up to 1,024 buckets.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +66,7 @@ pub struct SledContextOptions {
     /// `max_open_stores` shares of the whole budget every open store would soon hold its share,
     /// and a process of 1,000 released-and-reopened buckets held 1.8 GiB.
     pub budget: CacheBudget,
-    /// The most sled databases open at once (default [`SLED_MAX_OPEN_STORES`], 1,024): a bucket
+    /// The most sled databases open at once (default [`SLED_MAX_OPEN_STORES`], 256): a bucket
     /// beyond them, or one the process's descriptor limit has no room for, releases the least
     /// recently used idle one's files and reopens its own on demand ([`tidemark_disk::release`]). Admission reserves descriptors for these stores
     /// only, so any number of open buckets needs at most `max_open_stores` descriptors.
