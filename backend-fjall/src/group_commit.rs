@@ -16,8 +16,9 @@
 //! a group is atomic as a whole, so each bucket's commit in it is too, and a commit returns only
 //! once its group is durable and visible.
 //!
-//! A group that fails (or whose leader panics) fails every commit in it; fjall poisons a
-//! database whose journal write or sync failed, so the groups after it fail on their own.
+//! A group that fails fails every commit in it; fjall poisons a database whose journal write or
+//! sync failed, so the groups after it fail on their own. When the leader panics, each member
+//! panics in turn, so the engine fails every store of the group, as it fails the leader's.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -30,6 +31,15 @@ use crate::error::BACKEND;
 
 /// What its lock is called in [`Error::Poisoned`].
 const WHAT: &str = "fjall group commit";
+
+/// Why a group failed.
+#[derive(Debug, Clone)]
+struct Failure {
+    why: String,
+    /// The leader panicked writing it: its members' writes may be in, half in or out, so each
+    /// member's call panics too and the engine fails its store, as it does the leader's.
+    panicked: bool,
+}
 
 /// One write of a batch, in the keyspace it names.
 pub(crate) enum Op {
@@ -106,8 +116,8 @@ struct State {
     ended_below: u64,
     /// Whether a leader is writing a group now.
     writing: bool,
-    /// Groups that failed, with why and how many of their members have not heard yet.
-    failed: HashMap<u64, (String, usize)>,
+    /// Groups that failed, with how and how many of their members have not heard yet.
+    failed: HashMap<u64, (Failure, usize)>,
     /// Groups written (for tests: fewer than the commits when commits shared a group).
     #[cfg(test)]
     written: u64,
@@ -133,7 +143,9 @@ impl GroupCommit {
                 .map_err(|_| Error::Poisoned { what: WHAT })?;
         }
         if state.ended_below > mine {
-            return Self::outcome(&mut state, mine);
+            let heard = Self::outcome(&mut state, mine);
+            drop(state);
+            return Self::answer(heard);
         }
         // No group in flight and ours not written: lead it. (Groups are written in order, so
         // the unwritten group nobody writes is the one being gathered, ours.)
@@ -154,7 +166,7 @@ impl GroupCommit {
             done: false,
         };
         let written = write(group);
-        leading.end(written.as_ref().err().map(ToString::to_string))?;
+        leading.end(written.as_ref().err().map(ToString::to_string));
         written
     }
 
@@ -173,20 +185,32 @@ impl GroupCommit {
         self.waiters_of(group + 1).notify_one();
     }
 
-    /// What a member that did not lead group `group` hears once it ended.
-    fn outcome(state: &mut State, group: u64) -> Result<()> {
-        let Some((why, unheard)) = state.failed.get_mut(&group) else {
-            return Ok(());
-        };
-        let error = Error::backend(
-            BACKEND,
-            format!("the group commit of this bucket's synced write failed: {why}"),
-        );
+    /// What a member that did not lead group `group` hears once it ended (taken under the
+    /// lock; [`Self::answer`] turns it into the member's result once the lock is released).
+    fn outcome(state: &mut State, group: u64) -> Option<Failure> {
+        let (failure, unheard) = state.failed.get_mut(&group)?;
+        let failure = failure.clone();
         *unheard = unheard.saturating_sub(1);
         if *unheard == 0 {
             state.failed.remove(&group);
         }
-        Err(error)
+        Some(failure)
+    }
+
+    /// A member's result: a member of a group whose leader panicked panics in turn (the engine
+    /// contains it and fails the member's store, as a panic in its own write would).
+    fn answer(failure: Option<Failure>) -> Result<()> {
+        let Some(failure) = failure else {
+            return Ok(());
+        };
+        let message = format!(
+            "the group commit of this bucket's synced write failed: {}",
+            failure.why
+        );
+        if failure.panicked {
+            std::panic::resume_unwind(Box::new(message));
+        }
+        Err(Error::backend(BACKEND, message))
     }
 
     /// Groups written so far.
@@ -206,26 +230,31 @@ struct Leading<'a> {
 }
 
 impl Leading<'_> {
-    fn end(&mut self, failure: Option<String>) -> Result<()> {
+    fn end(&mut self, failure: Option<String>) {
+        let mut state = tidemark_engine_api::sync::lock_recovered(&self.commits.state);
+        self.record(
+            &mut state,
+            failure.map(|why| Failure {
+                why,
+                panicked: false,
+            }),
+        );
         self.done = true;
-        let mut state = self.commits.lock()?;
-        self.record(&mut state, failure);
         drop(state);
         self.commits.wake_after(self.group);
-        Ok(())
     }
 
-    fn record(&self, state: &mut State, failure: Option<String>) {
+    fn record(&self, state: &mut State, failure: Option<Failure>) {
         state.writing = false;
         state.ended_below = self.group + 1;
         #[cfg(test)]
         {
             state.written += 1;
         }
-        if let Some(why) = failure
+        if let Some(failure) = failure
             && self.others > 0
         {
-            state.failed.insert(self.group, (why, self.others));
+            state.failed.insert(self.group, (failure, self.others));
         }
     }
 }
@@ -238,7 +267,10 @@ impl Drop for Leading<'_> {
         let mut state = tidemark_engine_api::sync::lock_recovered(&self.commits.state);
         self.record(
             &mut state,
-            Some("the thread writing it panicked".to_owned()),
+            Some(Failure {
+                why: "the thread writing it panicked".to_owned(),
+                panicked: true,
+            }),
         );
         drop(state);
         self.commits.wake_after(self.group);
@@ -288,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_commits_share_groups_and_every_write_lands() {
+    fn concurrent_commits_all_land_and_each_returns_once_written() {
         const THREADS: usize = 8;
         const COMMITS: usize = 100;
         let (_dir, db, keyspace) = keyspace();
@@ -316,7 +348,6 @@ mod tests {
             }
         });
         assert_eq!(keyspace.len().unwrap(), THREADS * COMMITS);
-        assert!(commits.groups_written() <= (THREADS * COMMITS) as u64);
     }
 
     /// Two commits gathered behind a group in flight form the next group, which one of them
@@ -378,7 +409,13 @@ mod tests {
     fn a_leader_that_panics_fails_its_group_instead_of_leaving_it_waiting() {
         let (commits, results) = group_of_two(|| panic!("the journal write panicked"));
         assert_eq!(commits.groups_written(), 2);
-        assert!(results.iter().all(Result::is_err), "{results:?}");
+        // Both panicked: the leader in its write, the other member on hearing of it.
+        assert!(
+            results
+                .iter()
+                .all(|r| matches!(r, Err(Error::Internal(m)) if m == "panicked")),
+            "{results:?}"
+        );
         let (_dir, _db, keyspace) = keyspace();
         commits.commit(insert(&keyspace, "d"), |_| Ok(())).unwrap();
     }

@@ -187,7 +187,6 @@ impl FjallStorage {
         key
     }
 
-    /// Adds `rows` to `batch`, each row name once: its last change ([`superseded`]).
     /// The writes of `rows` (the last write of each row only: [`superseded`]).
     fn write_rows(&self, writes: &mut Writes, rows: &[MetaRow]) {
         let superseded = superseded(rows.iter().map(|row| row.name.as_bytes()));
@@ -459,8 +458,8 @@ impl Storage for FjallStorage {
         self.write(writes)
     }
 
-    /// A synced commit joins its database's group commit ([`crate::group_commit`]): one batch
-    /// and one journal sync with the other buckets' synced commits arriving at the same time.
+    /// A synced commit joins its database's group commit (DESIGN § fjall): one batch and one
+    /// journal sync with the other buckets' synced commits arriving at the same time.
     fn commit(&self, commit: CommitRequest<'_>) -> Result<()> {
         let mut writes = if commit.sync {
             Writes::Grouped(Vec::with_capacity(

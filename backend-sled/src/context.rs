@@ -61,10 +61,10 @@ pub const SLED_MAX_OPEN_STORES: usize = tidemark_disk::release::DEFAULT_MAX_OPEN
 pub struct SledContextOptions {
     /// The bucket budget and the page-cache budget, split evenly among the buckets (each at least
     /// [`MIN_CACHE_BYTES_PER_BUCKET`]; default 1,024 buckets sharing 1 GiB, sled's default for a
-    /// single database). Split among the buckets rather than among the stores open at once: a
-    /// sled store reopened after a release reads its whole log back into its cache, so with
-    /// `max_open_stores` shares of the whole budget every open store would soon hold its share,
-    /// and a process of 1,000 released-and-reopened buckets held 1.8 GiB.
+    /// single database). Split among the buckets rather than among the stores open at once, so
+    /// the budget holds whatever the open stores' caches fill. (The 1.8 GiB that 1,000
+    /// released-and-reopened buckets once held, first blamed on their caches, was glibc's mmap
+    /// threshold: see `fixed_mmap_threshold`; the split was not measured again since.)
     pub budget: CacheBudget,
     /// The most sled databases open at once (default [`SLED_MAX_OPEN_STORES`], 256): a bucket
     /// beyond them, or one the process's descriptor limit has no room for, releases the least

@@ -109,9 +109,10 @@ mod tests {
         let root = tmp.path().join("root");
         assert_eq!(tree_bytes(&root).unwrap(), TreeBytes::default());
         std::fs::create_dir_all(root.join("a/.shared")).unwrap();
-        std::fs::write(root.join("top"), [0u8; 10]).unwrap();
-        std::fs::write(root.join("a/file"), [0u8; 100]).unwrap();
-        std::fs::write(root.join("a/.shared/table"), [0u8; 1_000]).unwrap();
+        // Not zeros: a file system that compresses may store an all-zero file as a hole.
+        std::fs::write(root.join("top"), [7u8; 10]).unwrap();
+        std::fs::write(root.join("a/file"), [7u8; 100]).unwrap();
+        std::fs::write(root.join("a/.shared/table"), [7u8; 1_000]).unwrap();
         let bytes = tree_bytes(&root).unwrap();
         assert_eq!(bytes.length, 1_110);
         // Three files with data take at least a block each.

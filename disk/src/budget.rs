@@ -247,12 +247,11 @@ impl BucketBudget {
                 Err(Error::ResourceLimit {
                     path: path.to_path_buf(),
                     message: format!(
-                        "{} {} buckets are open, the most its context admits \
-                         (max_buckets = {}); close one, or create the context with a larger \
+                        "{max} {} buckets are open, the most its context admits \
+                         (max_buckets = {max}); close one, or create the context with a larger \
                          max_buckets (and cache budget)",
-                        self.open_buckets(),
                         inner.backend,
-                        inner.max_buckets
+                        max = inner.max_buckets
                     ),
                 })
             }
