@@ -159,14 +159,23 @@ impl GroupCommit {
         let others = std::mem::take(&mut state.members) - 1;
         state.number += 1;
         drop(state);
+        // Until the write returns, the group counts as one whose leader panicked: if it unwinds,
+        // dropping `leading` ends the group that way.
         let mut leading = Leading {
             commits: self,
             group: mine,
             others,
-            done: false,
+            failure: Some(Failure {
+                why: "the thread writing it panicked".to_owned(),
+                panicked: true,
+            }),
         };
         let written = write(group);
-        leading.end(written.as_ref().err().map(ToString::to_string));
+        leading.failure = written.as_ref().err().map(|e| Failure {
+            why: e.to_string(),
+            panicked: false,
+        });
+        drop(leading);
         written
     }
 
@@ -220,58 +229,29 @@ impl GroupCommit {
     }
 }
 
-/// The leader's hold on the group it writes: ends it when dropped, as failed if the write
-/// unwound, so the members never wait for a group nobody writes.
+/// The leader's hold on the group it writes: ends it when dropped, with `failure` (a panic's
+/// until the write returned), so the members never wait for a group nobody writes.
 struct Leading<'a> {
     commits: &'a GroupCommit,
     group: u64,
     others: usize,
-    done: bool,
+    failure: Option<Failure>,
 }
 
-impl Leading<'_> {
-    fn end(&mut self, failure: Option<String>) {
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
         let mut state = tidemark_engine_api::sync::lock_recovered(&self.commits.state);
-        self.record(
-            &mut state,
-            failure.map(|why| Failure {
-                why,
-                panicked: false,
-            }),
-        );
-        self.done = true;
-        drop(state);
-        self.commits.wake_after(self.group);
-    }
-
-    fn record(&self, state: &mut State, failure: Option<Failure>) {
         state.writing = false;
         state.ended_below = self.group + 1;
         #[cfg(test)]
         {
             state.written += 1;
         }
-        if let Some(failure) = failure
+        if let Some(failure) = self.failure.take()
             && self.others > 0
         {
             state.failed.insert(self.group, (failure, self.others));
         }
-    }
-}
-
-impl Drop for Leading<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let mut state = tidemark_engine_api::sync::lock_recovered(&self.commits.state);
-        self.record(
-            &mut state,
-            Some(Failure {
-                why: "the thread writing it panicked".to_owned(),
-                panicked: true,
-            }),
-        );
         drop(state);
         self.commits.wake_after(self.group);
     }

@@ -18,12 +18,11 @@
 /// The threshold set: glibc's own starting value.
 pub const FIXED_MMAP_THRESHOLD: usize = 128 * 1024;
 
-/// Fixes glibc's mmap threshold at [`FIXED_MMAP_THRESHOLD`] (once per process); whether it is
-/// fixed.
+/// Fixes glibc's mmap threshold at [`FIXED_MMAP_THRESHOLD`], once per process.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub(crate) fn fix_mmap_threshold() -> bool {
-    static FIXED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FIXED.get_or_init(|| {
+pub(crate) fn fix_mmap_threshold() {
+    static FIXED: std::sync::Once = std::sync::Once::new();
+    FIXED.call_once(|| {
         let threshold = libc::c_int::try_from(FIXED_MMAP_THRESHOLD).unwrap_or(libc::c_int::MAX);
         // SAFETY: `mallopt` sets an allocator parameter from two integers; it reads or writes
         // no memory of ours, and glibc allows it at any time from any thread.
@@ -34,13 +33,14 @@ pub(crate) fn fix_mmap_threshold() -> bool {
                 threshold = FIXED_MMAP_THRESHOLD,
                 "fixed glibc's mmap threshold for released and reopened sled databases"
             );
+        } else {
+            tracing::warn!(
+                "glibc refused to fix its mmap threshold; reopened sled databases may stay large"
+            );
         }
-        set == 1
-    })
+    });
 }
 
 /// Not glibc: nothing to fix.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn fix_mmap_threshold() -> bool {
-    false
-}
+pub(crate) fn fix_mmap_threshold() {}
