@@ -413,7 +413,7 @@ impl Drop for DatabaseLease {
             // shared keyspace's memtable (a flush per bucket would stall every writer each time);
             // flushed once here, a reopen replays nothing of them. Best effort: the journal
             // holds them anyway.
-            let _ = flush_keyspaces(&[&shared.meta]);
+            let _ = flush_keyspaces(&shared.db, &[&shared.meta]);
         }
         drop(shared);
     }

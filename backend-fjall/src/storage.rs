@@ -28,7 +28,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fjall::config::CompressionPolicy;
-use fjall::{CompressionType, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
+use fjall::{
+    CompressionType, Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode,
+};
 use tidemark_disk::budget::BucketLease;
 use tidemark_disk::compaction_policy::{FilterCounters, ThresholdSupplier};
 use tidemark_disk::layout::{FileStart, write_file_atomically};
@@ -130,7 +132,7 @@ impl FjallStorage {
     /// memtable of either is left: the ones a reopen replays from the journal are sealed too, and
     /// a compaction never sees them.
     pub(crate) fn flush_memtables(&self) -> Result<()> {
-        flush_keyspaces(&[&self.data, &self.meta]).map_err(|e| {
+        flush_keyspaces(self.database.db()?, &[&self.data, &self.meta]).map_err(|e| {
             Error::backend(
                 BACKEND,
                 format!("flushing the bucket {}: {e}", self.dir.display()),
@@ -149,7 +151,7 @@ impl FjallStorage {
         let mut batch = self.batch()?;
         batch.insert(&self.data, FLUSH_MARKER_KEY, &[][..]);
         batch.commit().map_err(fjall_err)?;
-        flush_keyspaces(&[&self.data]).map_err(|e| {
+        flush_keyspaces(self.database.db()?, &[&self.data]).map_err(|e| {
             Error::backend(
                 BACKEND,
                 format!("flushing the bucket {}: {e}", self.dir.display()),
@@ -565,7 +567,7 @@ impl Storage for FjallStorage {
     /// stall every writer of the database once per bucket; the database flushes it when its
     /// last bucket closes.
     fn close(&self) -> Result<()> {
-        flush_keyspaces(&[&self.data]).map_err(|e| {
+        flush_keyspaces(self.database.db()?, &[&self.data]).map_err(|e| {
             Error::backend(
                 BACKEND,
                 format!("flushing the bucket {}: {e}", self.dir.display()),
@@ -632,18 +634,25 @@ fn meta_prefix(name: &str) -> Vec<u8> {
     prefix
 }
 
-/// Flushes the memtables of `keyspaces` into table files and waits until none of them has a
-/// sealed memtable left (a reopen's replayed ones included, which fjall's own
+/// Flushes the memtables of `keyspaces` (of the database `db`) into table files and waits until
+/// none of them has a sealed memtable left (a reopen's replayed ones included, which fjall's own
 /// `rotate_memtable_and_wait` does not wait for): the buckets' flush, and a raw fjall
 /// baseline's, so both wait alike.
-pub fn flush_keyspaces(keyspaces: &[&Keyspace]) -> Result<()> {
+///
+/// Fails as soon as `db` is poisoned: a worker whose flush or compaction failed (a full disk,
+/// say) stops, and nothing flushes the sealed memtables any more, so waiting out the deadline
+/// would only hold up the caller (every close of a bucket of that database, one after another).
+pub fn flush_keyspaces(db: &Database, keyspaces: &[&Keyspace]) -> Result<()> {
+    failed_database(db)?;
     for keyspace in keyspaces {
         keyspace.rotate_memtable().map_err(fjall_err)?;
     }
     let deadline = Instant::now() + FLUSH_DEADLINE;
     let mut pause = Duration::from_micros(50);
+    let mut next_check = Instant::now() + POISON_CHECK_EVERY;
     while keyspaces.iter().any(|k| k.sealed_memtable_count() > 0) {
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Err(Error::backend(
                 BACKEND,
                 format!(
@@ -652,6 +661,10 @@ pub fn flush_keyspaces(keyspaces: &[&Keyspace]) -> Result<()> {
                 ),
             ));
         }
+        if now >= next_check {
+            failed_database(db)?;
+            next_check = now + POISON_CHECK_EVERY;
+        }
         // fjall's workers flush and offer no completion signal. A small bucket's flush takes
         // about a millisecond, so the wait backs off only to 1 ms: a longer pause would be most
         // of a small reclaim's time.
@@ -659,6 +672,25 @@ pub fn flush_keyspaces(keyspaces: &[&Keyspace]) -> Result<()> {
         pause = (pause * 2).min(Duration::from_millis(1));
     }
     Ok(())
+}
+
+/// How often a flush waiting for fjall's workers checks that the database has not failed: the
+/// check takes the journal's lock, so not at every pause.
+const POISON_CHECK_EVERY: Duration = Duration::from_millis(20);
+
+/// An error when `db` is poisoned. fjall offers no other public test of the flag than
+/// `persist`, which checks it first; `Buffer` only hands the journal's buffered bytes to the
+/// operating system, which a flush's own journal sync does anyway.
+fn failed_database(db: &Database) -> Result<()> {
+    db.persist(PersistMode::Buffer).map_err(|e| {
+        Error::backend(
+            BACKEND,
+            format!(
+                "the shared fjall database failed, and its workers no longer flush (a flush or \
+                 compaction failed: see fjall's log; a full disk, say): {e}"
+            ),
+        )
+    })
 }
 
 /// For each of a write batch's `keys` (in batch order), whether the batch writes the same key

@@ -288,7 +288,7 @@ impl RawFjall {
 
     /// Flushes the memtable, then major-compacts the keyspace, as a tagged reclaim does.
     fn flush_and_compact(&self) {
-        tidemark::fjall::flush_keyspaces(&[&self.data]).unwrap();
+        tidemark::fjall::flush_keyspaces(&self.db, &[&self.data]).unwrap();
         self.data.major_compact().unwrap();
     }
 }
