@@ -1,10 +1,13 @@
-//! A one-table catalog on a local directory: the table's current metadata file is named by a
-//! pointer file that is replaced atomically, after every file the new metadata refers to is
-//! synced. Replacing the pointer is the commit; a commit that fails before it leaves only
-//! unreferenced files, and a restart reads the table as of the last pointer.
+//! The lake table's catalog: the table's entry in an Iceberg SQL catalog
+//! ([`crate::sql_catalog`]) names its current metadata file, and a commit writes and syncs the
+//! next metadata file, then swaps the entry from the metadata it read to the new one. A commit
+//! that loses the swap to another writer changes nothing (its metadata file is deleted) and
+//! says so; one that fails before the swap leaves only unreferenced files; a restart reads the
+//! table as of the entry.
 //!
-//! Iceberg's own `MemoryCatalog` keeps the pointer in memory, so a restarted process could not
-//! tell a committed metadata file from one written by a commit that failed half-way.
+//! Tables written before the SQL catalog named their metadata in a pointer file,
+//! `metadata/tidemark-current`; opening one registers that metadata in the catalog once and
+//! removes the pointer, so no second, stale name for the table remains.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,44 +26,63 @@ use iceberg::{
 use tidemark_bucket::{Error, Result};
 
 use crate::error::lake_error;
+use crate::sql_catalog::SqlCatalog;
 
-/// The pointer file, in the table's `metadata` directory.
-const POINTER: &str = "tidemark-current";
+/// The pointer file of tables written before the SQL catalog, in the `metadata` directory.
+const LEGACY_POINTER: &str = "tidemark-current";
 
-/// The table's name in its catalog.
-const NAMESPACE: &str = "tidemark";
-const TABLE: &str = "lake";
-
-/// The catalog of the one table at `dir`.
-pub(crate) struct DirectoryCatalog {
+/// The catalog entry of the one lake table at `dir`.
+pub(crate) struct LakeCatalog {
     /// The table's location (its data and metadata directories are below it).
     dir: PathBuf,
     ident: TableIdent,
     file_io: FileIO,
-    /// The last metadata read, by location, so a refresh that finds the pointer unchanged does
+    entry: SqlCatalog,
+    /// The last metadata read, by location, so a refresh that finds the entry unchanged does
     /// not parse the metadata again.
     cached: Mutex<Option<(String, Arc<TableMetadata>)>>,
+    /// Whether reads of the entry fail, as an unreachable catalog's do.
+    #[cfg(feature = "testing")]
+    failing: std::sync::atomic::AtomicBool,
 }
 
-impl fmt::Debug for DirectoryCatalog {
+impl fmt::Debug for LakeCatalog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DirectoryCatalog")
+        f.debug_struct("LakeCatalog")
             .field("dir", &self.dir)
+            .field("ident", &self.ident)
             .finish_non_exhaustive()
     }
 }
 
-impl DirectoryCatalog {
-    /// The catalog of the table at `dir` (an absolute path), which may not exist yet.
-    pub fn new(dir: PathBuf) -> Result<Self> {
-        let ident = TableIdent::from_strs([NAMESPACE, TABLE])
-            .map_err(|e| lake_error("cannot name the lake table", e))?;
-        Ok(DirectoryCatalog {
+/// What a commit came to.
+pub(crate) enum Commit {
+    /// The table as the commit left it.
+    Done(Box<Table>),
+    /// Another writer committed since the base was read: nothing changed; reload and retry.
+    Lost,
+}
+
+impl LakeCatalog {
+    /// The catalog entry `ident` of `entry`'s catalog for the table at `dir` (an absolute
+    /// path), which may not exist yet.
+    pub fn new(dir: PathBuf, ident: TableIdent, entry: SqlCatalog) -> Self {
+        LakeCatalog {
             dir,
             ident,
             file_io: FileIO::new_with_fs(),
+            entry,
             cached: Mutex::new(None),
-        })
+            #[cfg(feature = "testing")]
+            failing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Makes reads of the table's entry fail (or work again), as an unreachable catalog's do.
+    #[cfg(feature = "testing")]
+    pub fn fail(&self, failing: bool) {
+        self.failing
+            .store(failing, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The table's directory.
@@ -72,25 +94,62 @@ impl DirectoryCatalog {
         self.dir.join("metadata")
     }
 
-    /// Whether a table has been committed at the directory.
-    pub fn exists(&self) -> bool {
-        self.metadata_dir().join(POINTER).is_file()
+    /// The table's catalog entry, registering a pointer-file table's metadata first (see the
+    /// module docs). `None` while no table has been committed.
+    async fn current(&self) -> Result<Option<String>> {
+        #[cfg(feature = "testing")]
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::lake(
+                "the lake catalog cannot be reached (a test's failure)",
+            ));
+        }
+        if let Some(location) = self.entry.current().await? {
+            return Ok(Some(location));
+        }
+        let pointer = self.metadata_dir().join(LEGACY_POINTER);
+        let legacy = match std::fs::read_to_string(&pointer) {
+            Ok(location) => location.trim().to_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(lake_error(
+                    format!("cannot read the lake table's pointer {}", pointer.display()),
+                    e,
+                ));
+            }
+        };
+        // Registered only once it reads: a damaged pointer must not become the catalog's entry.
+        self.metadata_at(&legacy).await?;
+        // Another handle may register it at the same time: whichever entry landed is the table.
+        self.entry.create(&legacy).await?;
+        std::fs::remove_file(&pointer)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(|e| lake_error(format!("cannot remove {}", pointer.display()), e))?;
+        crate::durable::sync_path(&self.metadata_dir())?;
+        self.entry.current().await
     }
 
-    /// Creates the table with `creation`'s schema at the directory.
+    /// Whether a table has been committed.
+    pub async fn exists(&self) -> Result<bool> {
+        Ok(self.current().await?.is_some())
+    }
+
+    /// Creates the table with `creation`'s schema at the directory; when another writer
+    /// created it first, returns that table instead.
     pub async fn create(&self, creation: TableCreation) -> Result<Table> {
-        if self.exists() {
-            return Err(Error::invalid(format!(
-                "a lake table already exists at {}",
-                self.dir.display()
-            )));
-        }
         let metadata = TableMetadataBuilder::from_table_creation(creation)
             .and_then(TableMetadataBuilder::build)
             .map_err(|e| lake_error("cannot build the lake table's first metadata", e))?
             .metadata;
         let location = MetadataLocation::new_with_metadata(self.location(), &metadata);
-        self.publish(location, metadata).await
+        let location = self.write_metadata(&location, &metadata).await?;
+        if self.entry.create(&location).await? {
+            return self.table(location, Arc::new(metadata));
+        }
+        self.discard(&location);
+        self.load().await
     }
 
     /// The table's location as Iceberg records it.
@@ -98,34 +157,30 @@ impl DirectoryCatalog {
         self.dir.to_string_lossy().into_owned()
     }
 
-    /// The table as of the pointer.
+    /// The table as of its catalog entry.
     pub async fn load(&self) -> Result<Table> {
-        let location = self.pointer()?;
+        let location = self.current().await?.ok_or_else(|| {
+            Error::lake(format!(
+                "the lake catalog has no table {} for {}",
+                self.ident,
+                self.dir.display()
+            ))
+        })?;
         match self.metadata_at(&location).await {
             Ok(metadata) => self.table(location, metadata),
             Err(first) => {
-                // An expiry may have published a newer metadata file and deleted this one
-                // between reading the pointer and the file: read the pointer again, once.
-                let again = self.pointer()?;
-                if again == location {
-                    return Err(first);
+                // An expiry may have committed a newer metadata file and deleted this one
+                // between reading the entry and the file: read the entry again, once.
+                let again = self.current().await?;
+                match again {
+                    Some(again) if again != location => {
+                        let metadata = self.metadata_at(&again).await?;
+                        self.table(again, metadata)
+                    }
+                    _ => Err(first),
                 }
-                let metadata = self.metadata_at(&again).await?;
-                self.table(again, metadata)
             }
         }
-    }
-
-    /// The metadata location the pointer names.
-    fn pointer(&self) -> Result<String> {
-        let pointer = self.metadata_dir().join(POINTER);
-        let location = std::fs::read_to_string(&pointer).map_err(|e| {
-            lake_error(
-                format!("cannot read the lake table's pointer {}", pointer.display()),
-                e,
-            )
-        })?;
-        Ok(location.trim().to_owned())
     }
 
     /// The metadata at `location`, parsed once per location.
@@ -165,9 +220,9 @@ impl DirectoryCatalog {
     }
 
     /// Commits `metadata` as the next version after `base`: writes and syncs the metadata file,
-    /// then replaces the pointer. The caller has written and synced every data and manifest file
-    /// the metadata refers to (see [`crate::durable`]).
-    pub async fn commit(&self, base: &Table, metadata: TableMetadata) -> Result<Table> {
+    /// then swaps the catalog entry from `base`'s metadata to it. The caller has written and
+    /// synced every data and manifest file the metadata refers to (see [`crate::durable`]).
+    pub async fn commit(&self, base: &Table, metadata: TableMetadata) -> Result<Commit> {
         let current = base
             .metadata_location()
             .ok_or_else(|| Error::lake("the lake table handle has no metadata location"))?;
@@ -175,30 +230,44 @@ impl DirectoryCatalog {
             .map_err(|e| lake_error("cannot parse the lake's metadata location", e))?
             .with_next_version()
             .with_new_metadata(&metadata);
-        self.publish(location, metadata).await
-    }
-
-    async fn publish(&self, location: MetadataLocation, metadata: TableMetadata) -> Result<Table> {
-        metadata
-            .write_to(&self.file_io, &location)
-            .await
-            .map_err(|e| lake_error("cannot write lake metadata", e))?;
-        let location = location.to_string();
-        crate::durable::sync_file(&location)?;
-        let dir = self.metadata_dir();
-        tidemark_disk::layout::write_file_atomically(&dir, POINTER, location.as_bytes())
-            .map_err(|e| lake_error("cannot replace the lake table's pointer", e))?;
+        let location = self.write_metadata(&location, &metadata).await?;
+        if !self.entry.swap(current, &location).await? {
+            self.discard(&location);
+            return Ok(Commit::Lost);
+        }
         let metadata = Arc::new(metadata);
         *self.cached.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((location.clone(), Arc::clone(&metadata)));
         self.table(location, metadata)
+            .map(|table| Commit::Done(Box::new(table)))
+    }
+
+    /// Writes and syncs `metadata` at `location`; returns the location as the catalog names it.
+    async fn write_metadata(
+        &self,
+        location: &MetadataLocation,
+        metadata: &TableMetadata,
+    ) -> Result<String> {
+        metadata
+            .write_to(&self.file_io, location)
+            .await
+            .map_err(|e| lake_error("cannot write lake metadata", e))?;
+        let location = location.to_string();
+        crate::durable::sync_file(&location)?;
+        Ok(location)
+    }
+
+    /// Removes the metadata file of a commit that lost: no entry ever named it. Best effort:
+    /// an expiry's sweep of old unreferenced files removes what is left.
+    fn discard(&self, location: &str) {
+        let _ = std::fs::remove_file(crate::location::local_path(location));
     }
 }
 
 fn unsupported(what: &str) -> iceberg::Error {
     iceberg::Error::new(
         ErrorKind::FeatureUnsupported,
-        format!("the Tidemark lake catalog holds one table and does not {what}"),
+        format!("the Tidemark lake catalog serves one table and does not {what}"),
     )
 }
 
@@ -208,7 +277,7 @@ fn to_iceberg(e: Error) -> iceberg::Error {
 
 /// Only what Iceberg's transactions use: loading the table and committing to it.
 #[async_trait]
-impl Catalog for DirectoryCatalog {
+impl Catalog for LakeCatalog {
     async fn list_namespaces(
         &self,
         _parent: Option<&NamespaceIdent>,
@@ -248,7 +317,7 @@ impl Catalog for DirectoryCatalog {
     }
 
     async fn list_tables(&self, namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
-        if namespace == self.ident.namespace() && self.exists() {
+        if namespace == self.ident.namespace() && self.exists().await.map_err(to_iceberg)? {
             return Ok(vec![self.ident.clone()]);
         }
         Ok(Vec::new())
@@ -278,7 +347,7 @@ impl Catalog for DirectoryCatalog {
     }
 
     async fn table_exists(&self, table: &TableIdent) -> iceberg::Result<bool> {
-        Ok(table == &self.ident && self.exists())
+        Ok(table == &self.ident && self.exists().await.map_err(to_iceberg)?)
     }
 
     async fn rename_table(&self, _src: &TableIdent, _dest: &TableIdent) -> iceberg::Result<()> {
@@ -295,11 +364,145 @@ impl Catalog for DirectoryCatalog {
 
     async fn update_table(&self, commit: TableCommit) -> iceberg::Result<Table> {
         let current = self.load().await.map_err(to_iceberg)?;
-        let staged = commit.apply(current.clone())?;
+        // A requirement the table no longer meets (its `main` moved) is a lost race too, and
+        // not for Iceberg's transaction to retry: see the conflict below.
+        let staged = commit.apply(current.clone()).map_err(|e| {
+            if e.kind() == ErrorKind::CatalogCommitConflicts {
+                iceberg::Error::new(ErrorKind::CatalogCommitConflicts, e.message().to_owned())
+            } else {
+                e
+            }
+        })?;
         crate::durable::sync_new_files(staged.metadata(), current.metadata())
             .await
             .map_err(to_iceberg)?;
         let metadata = staged.metadata().clone();
-        self.commit(&current, metadata).await.map_err(to_iceberg)
+        match self.commit(&current, metadata).await.map_err(to_iceberg)? {
+            Commit::Done(table) => Ok(*table),
+            // Not retryable within Iceberg's transaction: the lake's writers recompute what
+            // they commit (the merged bucket ends) from the table that won, so they retry
+            // themselves ([`crate::retry`]).
+            Commit::Lost => Err(iceberg::Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!(
+                    "another writer committed to the lake table {} first",
+                    self.ident
+                ),
+            )),
+        }
+    }
+}
+
+/// The catalog as one commit of the lake sees it: the table loads as `base`, the table the
+/// commit was planned on, so Iceberg's transaction builds its updates (and its requirement that
+/// `main` is still `base`'s) on it rather than on a newer table it would reload; committing goes
+/// to the catalog. A writer that lost reloads and plans again, with what the winner committed
+/// (the merged bucket ends), which a transaction re-applied as it was could not do.
+pub(crate) struct Pinned<'a> {
+    catalog: &'a LakeCatalog,
+    base: Table,
+}
+
+impl fmt::Debug for Pinned<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pinned")
+            .field("catalog", self.catalog)
+            .field("base", &self.base.metadata_location())
+            .finish()
+    }
+}
+
+impl LakeCatalog {
+    /// The catalog for a commit planned on `base` (see [`Pinned`]).
+    pub(crate) fn pinned(&self, base: &Table) -> Pinned<'_> {
+        Pinned {
+            catalog: self,
+            base: base.clone(),
+        }
+    }
+}
+
+#[async_trait]
+impl Catalog for Pinned<'_> {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> iceberg::Result<Vec<NamespaceIdent>> {
+        self.catalog.list_namespaces(parent).await
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<Namespace> {
+        self.catalog.create_namespace(namespace, properties).await
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<Namespace> {
+        self.catalog.get_namespace(namespace).await
+    }
+
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> iceberg::Result<bool> {
+        self.catalog.namespace_exists(namespace).await
+    }
+
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<()> {
+        self.catalog.update_namespace(namespace, properties).await
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<()> {
+        self.catalog.drop_namespace(namespace).await
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
+        self.catalog.list_tables(namespace).await
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> iceberg::Result<Table> {
+        self.catalog.create_table(namespace, creation).await
+    }
+
+    async fn load_table(&self, table: &TableIdent) -> iceberg::Result<Table> {
+        if table != &self.catalog.ident {
+            return Err(unsupported("hold other tables"));
+        }
+        Ok(self.base.clone())
+    }
+
+    async fn drop_table(&self, table: &TableIdent) -> iceberg::Result<()> {
+        self.catalog.drop_table(table).await
+    }
+
+    async fn purge_table(&self, table: &TableIdent) -> iceberg::Result<()> {
+        self.catalog.purge_table(table).await
+    }
+
+    async fn table_exists(&self, table: &TableIdent) -> iceberg::Result<bool> {
+        self.catalog.table_exists(table).await
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> iceberg::Result<()> {
+        self.catalog.rename_table(src, dest).await
+    }
+
+    async fn register_table(
+        &self,
+        table: &TableIdent,
+        metadata_location: String,
+    ) -> iceberg::Result<Table> {
+        self.catalog.register_table(table, metadata_location).await
+    }
+
+    async fn update_table(&self, commit: TableCommit) -> iceberg::Result<Table> {
+        self.catalog.update_table(commit).await
     }
 }

@@ -1,24 +1,70 @@
-//! [`IcebergLake`]: an Iceberg table on a local directory holding every bucket's tiered rows.
+//! [`IcebergLake`]: an Iceberg table holding every bucket's tiered rows, named in an Iceberg SQL
+//! catalog ([`LakeConfig`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use iceberg::TableCreation;
 use iceberg::table::Table;
+use iceberg::{TableCreation, TableIdent};
 use tidemark_bucket::{Error, LakeSnapshot, Result};
 
-use crate::catalog::DirectoryCatalog;
+use crate::catalog::LakeCatalog;
 use crate::data_file_reader::FileIndexes;
 use crate::data_files::FileLayout;
 use crate::error::lake_error;
 use crate::rows;
 use crate::snapshots;
+use crate::sql_catalog::{CatalogUri, SqlCatalog};
 
-/// The table's name in its own catalog and in its first metadata.
-const TABLE_NAME: &str = "lake";
+/// The embedded catalog's file, in the table's directory.
+pub const EMBEDDED_CATALOG_FILE: &str = "catalog.sqlite";
 
-/// An Apache Iceberg table on a local directory that holds the tiered WAL records of many
-/// buckets, as versioned rows `(bucket, key, offset, deleted, value)`.
+/// Where a lake table is and which catalog names it.
+///
+/// [`LakeConfig::embedded`] is the default: an SQLite catalog file inside the table's
+/// directory, nothing to start. Several processes that write one table share a catalog server
+/// instead: [`LakeConfig::shared`] with a `postgres://` URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LakeConfig {
+    /// The catalog: `sqlite://<path>` (an embedded file, created when missing) or
+    /// `postgres://user:password@host:port/database`.
+    pub catalog_uri: String,
+    /// The catalog's name, the SQL catalog's `catalog_name` column (readers such as pyiceberg
+    /// and Spark name the catalog the same to find the table).
+    pub catalog_name: String,
+    /// The table's namespace in the catalog.
+    pub namespace: String,
+    /// The table's name in the catalog.
+    pub table: String,
+    /// The table's location: a local directory holding its `data` and `metadata`.
+    pub location: PathBuf,
+}
+
+impl LakeConfig {
+    /// The table at `dir`, named `tidemark.lake` in an SQLite catalog file
+    /// ([`EMBEDDED_CATALOG_FILE`]) in the same directory.
+    pub fn embedded(dir: impl AsRef<Path>) -> LakeConfig {
+        let dir = dir.as_ref();
+        LakeConfig::shared(
+            format!("sqlite://{}", dir.join(EMBEDDED_CATALOG_FILE).display()),
+            dir,
+        )
+    }
+
+    /// The table at `location`, named `tidemark.lake` in the catalog at `catalog_uri`.
+    pub fn shared(catalog_uri: impl Into<String>, location: impl AsRef<Path>) -> LakeConfig {
+        LakeConfig {
+            catalog_uri: catalog_uri.into(),
+            catalog_name: "tidemark".to_owned(),
+            namespace: "tidemark".to_owned(),
+            table: "lake".to_owned(),
+            location: location.as_ref().to_path_buf(),
+        }
+    }
+}
+
+/// An Apache Iceberg table that holds the tiered WAL records of many buckets, as versioned rows
+/// `(bucket, key, offset, deleted, value)`, named in an Iceberg SQL catalog ([`LakeConfig`]).
 ///
 /// Each commit is one snapshot whose summary property `fluss-offsets` records every bucket's
 /// exclusive end offset. A bucket sees a snapshot as a [`LakeSnapshot`] whose id is the
@@ -26,8 +72,10 @@ const TABLE_NAME: &str = "lake";
 /// its own entry.
 ///
 /// Handles are cheap to clone and share the table. Commits of one handle and its clones run one
-/// at a time, and so do expiry and compaction; commits go on while a compaction rewrites. One
-/// process writes a table.
+/// at a time, and so do expiry and compaction; commits go on while a compaction rewrites.
+/// Handles in several processes may write one table through a shared catalog, each tiering
+/// writer its own buckets: every commit is a compare-and-swap of the catalog's entry, and one
+/// that loses reloads the table, merges the winner's bucket ends and retries.
 ///
 /// ```
 /// use tidemark_engine_api::WriteBatch;
@@ -57,7 +105,7 @@ pub struct IcebergLake {
 
 #[derive(Debug)]
 struct Inner {
-    catalog: DirectoryCatalog,
+    catalog: LakeCatalog,
     /// Commits, expiry and a compaction's own commit, one at a time.
     writes: tokio::sync::Mutex<()>,
     /// Expiry and compaction, one at a time: a compaction writes files before it commits, which
@@ -73,13 +121,24 @@ struct Inner {
 // handle in their own module (`lookuper`, `writer`, `maintenance`): they build on it, and it
 // needs none of them.
 impl IcebergLake {
-    /// Opens the table at `dir`, creating the directory and an empty table when there is none.
+    /// Opens the table at `dir` with its embedded catalog ([`LakeConfig::embedded`]), creating
+    /// the directory and an empty table when there is none.
     pub async fn open(dir: impl AsRef<Path>) -> Result<IcebergLake> {
-        IcebergLake::open_with_layout(dir.as_ref(), FileLayout::Indexed).await
+        IcebergLake::open_with(&LakeConfig::embedded(dir)).await
     }
 
-    /// Opens the table at `dir`, writing data files in `layout`.
-    pub(crate) async fn open_with_layout(dir: &Path, layout: FileLayout) -> Result<IcebergLake> {
+    /// Opens the table `config` names, creating its directory and an empty table when the
+    /// catalog has none.
+    pub async fn open_with(config: &LakeConfig) -> Result<IcebergLake> {
+        IcebergLake::open_with_layout(config, FileLayout::Indexed).await
+    }
+
+    /// Opens the table `config` names, writing data files in `layout`.
+    pub(crate) async fn open_with_layout(
+        config: &LakeConfig,
+        layout: FileLayout,
+    ) -> Result<IcebergLake> {
+        let dir = config.location.as_path();
         std::fs::create_dir_all(dir.join("metadata"))
             .and_then(|()| std::fs::create_dir_all(dir.join("data")))
             .map_err(|e| lake_error(format!("cannot create {}", dir.display()), e))?;
@@ -97,10 +156,16 @@ impl IcebergLake {
                 dir.display()
             )));
         }
-        let catalog = DirectoryCatalog::new(dir)?;
-        if !catalog.exists() {
+        let uri: CatalogUri = config.catalog_uri.parse()?;
+        let entry =
+            SqlCatalog::connect(&uri, &config.catalog_name, &config.namespace, &config.table)
+                .await?;
+        let ident = TableIdent::from_strs([config.namespace.as_str(), config.table.as_str()])
+            .map_err(|e| lake_error("cannot name the lake table", e))?;
+        let catalog = LakeCatalog::new(dir, ident, entry);
+        if !catalog.exists().await? {
             let creation = TableCreation::builder()
-                .name(TABLE_NAME.to_owned())
+                .name(config.table.clone())
                 .location(catalog.location())
                 .schema(rows::table_schema()?)
                 .build();
@@ -141,7 +206,24 @@ impl IcebergLake {
             .collect()
     }
 
-    pub(crate) fn catalog(&self) -> &DirectoryCatalog {
+    /// The location of the table's current metadata file, as its catalog names it: what
+    /// another engine registers to read the table from a catalog of its own.
+    pub async fn metadata_location(&self) -> Result<String> {
+        let table = self.table().await?;
+        table
+            .metadata_location()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::lake("the lake table handle has no metadata location"))
+    }
+
+    /// Test hook: makes this handle's reads of the catalog fail (or work again), as they do
+    /// when the catalog cannot be reached.
+    #[cfg(feature = "testing")]
+    pub fn fail_catalog(&self, failing: bool) {
+        self.inner.catalog.fail(failing);
+    }
+
+    pub(crate) fn catalog(&self) -> &LakeCatalog {
         &self.inner.catalog
     }
 

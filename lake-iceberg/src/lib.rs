@@ -1,8 +1,10 @@
 //! Tidemark's Apache Iceberg lake: the lake table a host tiers its buckets' logs into, read
 //! back by the lookuper a bucket falls back to on a local miss.
 //!
-//! - [`IcebergLake`] opens (or creates) an Iceberg table on a local directory, with its own
-//!   one-table catalog whose commit is an atomic pointer replacement.
+//! - [`IcebergLake`] opens (or creates) an Iceberg table named in an Iceberg SQL catalog: an
+//!   embedded SQLite file by default, PostgreSQL when several processes write the table
+//!   ([`LakeConfig`]). Every commit is a compare-and-swap of the catalog's entry; a writer that
+//!   loses reloads, merges and retries.
 //! - [`TieringWriter`] writes buckets' WAL records as versioned rows `(bucket, key, offset,
 //!   deleted, value)` into Parquet data files sorted by key, and commits one snapshot per commit
 //!   whose summary property [`OFFSETS_PROPERTY`] (`fluss-offsets`) records each bucket's
@@ -28,13 +30,15 @@ mod location;
 mod lookuper;
 mod maintenance;
 mod offsets;
+mod retry;
 mod rows;
 mod snapshots;
+mod sql_catalog;
 #[cfg(test)]
 mod testing;
 mod writer;
 
-pub use lake::IcebergLake;
+pub use lake::{EMBEDDED_CATALOG_FILE, IcebergLake, LakeConfig};
 pub use lookuper::{IcebergLookuper, LookuperCounters};
 pub use maintenance::Expiry;
 pub use offsets::OFFSETS_PROPERTY;

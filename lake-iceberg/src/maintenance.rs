@@ -14,12 +14,14 @@ use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use tidemark_bucket::{Error, Result};
 
+use crate::catalog::Commit;
 use crate::data_files;
 use crate::durable;
 use crate::error::lake_error;
 use crate::lake::IcebergLake;
 use crate::location::local_path;
 use crate::offsets::OFFSETS_PROPERTY;
+use crate::retry;
 use crate::rows::{self, Newest, Row};
 use crate::snapshots;
 
@@ -45,18 +47,23 @@ impl IcebergLake {
             ));
         }
         let _maintenance = self.lock_maintenance().await;
-        let _writes = self.lock_writes().await;
-        let table = self.table().await?;
-        let all = snapshots::by_sequence(table.metadata());
-        let expired: Vec<i64> = all
-            .iter()
-            .take(all.len().saturating_sub(newest))
-            .map(|s| s.snapshot_id())
-            .collect();
-        let before = all.len();
-        let table = if expired.is_empty() {
-            table
-        } else {
+        let mut attempt = 0;
+        let (old, table) = loop {
+            if attempt > 0 {
+                retry::pause(attempt).await;
+            }
+            attempt += 1;
+            let _writes = self.lock_writes().await;
+            let table = self.table().await?;
+            let all = snapshots::by_sequence(table.metadata());
+            let expired: Vec<i64> = all
+                .iter()
+                .take(all.len().saturating_sub(newest))
+                .map(|s| s.snapshot_id())
+                .collect();
+            if expired.is_empty() {
+                break (table.clone(), table);
+            }
             let tx = Transaction::new(&table);
             // Only the snapshots named: without a cutoff of its own, Iceberg's action also
             // expires every snapshot older than the table's maximum age (5 days by default).
@@ -65,16 +72,26 @@ impl IcebergLake {
                 .expire_snapshot_ids(expired)
                 .expire_older_than_ms(i64::MIN)
                 .retain_last(newest);
-            action
+            let committed = action
                 .apply(tx)
                 .map_err(|e| lake_error("cannot stage the lake's snapshot expiry", e))?
-                .commit(self.catalog())
-                .await
-                .map_err(|e| lake_error("the lake's snapshot expiry failed", e))?
+                .commit(&self.catalog().pinned(&table))
+                .await;
+            match committed {
+                Ok(committed) => break (table, committed),
+                Err(e) if retry::lost(&e) && attempt < retry::MAX_ATTEMPTS => continue,
+                Err(e) if retry::lost(&e) => return Err(retry::gave_up("a snapshot expiry")),
+                Err(e) => return Err(lake_error("the lake's snapshot expiry failed", e)),
+            }
         };
-        let files = self.delete_unreferenced(&table).await?;
+        let _writes = self.lock_writes().await;
+        let files = self.delete_unreferenced(&old, &table).await?;
         Ok(Expiry {
-            snapshots: before.saturating_sub(table.metadata().snapshots().len()),
+            snapshots: old
+                .metadata()
+                .snapshots()
+                .len()
+                .saturating_sub(table.metadata().snapshots().len()),
             files,
         })
     }
@@ -154,12 +171,27 @@ impl IcebergLake {
     /// one, keeping the files committed since the rewritten snapshot. Returns its sequence
     /// number.
     async fn commit_rewrite(&self, rewrite: Rewrite) -> Result<u64> {
+        for attempt in 0..retry::MAX_ATTEMPTS {
+            if attempt > 0 {
+                retry::pause(attempt).await;
+            }
+            if let Some(sequence) = self.try_commit_rewrite(&rewrite, attempt).await? {
+                return Ok(sequence);
+            }
+        }
+        Err(retry::gave_up("a compaction's commit"))
+    }
+
+    /// One attempt of [`Self::commit_rewrite`] over the table as it is now: `None` when another
+    /// writer committed first (nothing changed).
+    async fn try_commit_rewrite(&self, rewrite: &Rewrite, attempt: u32) -> Result<Option<u64>> {
         let Rewrite {
             base,
             snapshot_id,
             commit_uuid,
             manifest,
         } = rewrite;
+        let (base, snapshot_id) = (*base, *snapshot_id);
         let _writes = self.lock_writes().await;
         let table = self.table().await?;
         let metadata = table.metadata();
@@ -174,10 +206,13 @@ impl IcebergLake {
                 "a lake snapshot id was taken twice; compact again",
             ));
         }
-        let mut manifests = vec![manifest];
+        let mut manifests = vec![manifest.clone()];
         manifests.extend(added_since(&table, &current, base).await?);
         let sequence = metadata.next_sequence_number();
-        let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{commit_uuid}.avro");
+        let list_path = format!(
+            "{metadata_dir}/snap-{snapshot_id}-{}-{commit_uuid}.avro",
+            attempt + 1
+        );
         let list_output = file_io
             .new_output(&list_path)
             .map_err(|e| lake_error("cannot create a lake manifest list", e))?;
@@ -211,7 +246,7 @@ impl IcebergLake {
             .with_parent_snapshot_id(Some(current.snapshot_id()))
             .with_sequence_number(sequence)
             .with_timestamp_ms(now_ms().max(current.timestamp_ms()))
-            .with_manifest_list(list_path)
+            .with_manifest_list(list_path.clone())
             .with_summary(Summary {
                 operation: Operation::Replace,
                 additional_properties: properties,
@@ -229,44 +264,73 @@ impl IcebergLake {
             .and_then(|b| b.build())
             .map_err(|e| lake_error("cannot build the compacted lake metadata", e))?
             .metadata;
-        let committed = self.catalog().commit(&table, next).await?;
+        let committed = match self.catalog().commit(&table, next).await? {
+            Commit::Done(committed) => *committed,
+            Commit::Lost => {
+                // Its list names files another attempt lists again; nothing refers to it.
+                let _ = std::fs::remove_file(local_path(&list_path));
+                return Ok(None);
+            }
+        };
         committed
             .metadata()
             .current_snapshot()
             .map(snapshots::sequence)
+            .map(Some)
             .ok_or_else(|| Error::lake("the compaction left no current snapshot"))
     }
 
-    /// Deletes the files under the table's `data` and `metadata` directories that `table` does
-    /// not need: not a kept snapshot's manifest list, manifest or data file, not the current
-    /// metadata file or the pointer.
-    async fn delete_unreferenced(&self, table: &Table) -> Result<usize> {
-        let metadata = table.metadata();
-        let mut keep: HashSet<PathBuf> = HashSet::new();
-        if let Some(current) = table.metadata_location() {
-            keep.insert(local_path(current));
-        }
-        for snapshot in metadata.snapshots() {
-            keep.insert(local_path(snapshot.manifest_list()));
-            let manifests =
-                durable::manifests(table.file_io(), snapshot, metadata.format_version()).await?;
-            for manifest in manifests {
-                keep.insert(local_path(&manifest.manifest_path));
-                let entries = manifest
-                    .load_manifest(table.file_io())
-                    .await
-                    .map_err(|e| lake_error("cannot read a lake manifest", e))?;
-                for entry in entries.entries() {
-                    keep.insert(local_path(entry.file_path()));
-                }
-            }
-        }
+    /// Deletes the files under the table's `data` and `metadata` directories that `table` (as an
+    /// expiry left it, from `old`) does not need: at once the ones `old` needed (files of the
+    /// expired snapshots, and metadata files `table` superseded); others that nothing names only
+    /// once they are [`ORPHAN_AGE`] old, since in a table several processes write such a file
+    /// may be one a writer is about to commit.
+    async fn delete_unreferenced(&self, old: &Table, table: &Table) -> Result<usize> {
+        let keep = reachable(table).await?;
+        let mut garbage = reachable(old).await?;
+        garbage.extend(
+            table
+                .metadata()
+                .metadata_log()
+                .iter()
+                .map(|log| local_path(&log.metadata_file)),
+        );
         let mut deleted = 0;
         for dir in [self.dir().join("data"), self.dir().join("metadata")] {
-            deleted += delete_all_but(&dir, &keep)?;
+            deleted += delete_unneeded(&dir, &keep, &garbage)?;
         }
         Ok(deleted)
     }
+}
+
+/// How old a file that no metadata names must be before an expiry deletes it: a tiering commit
+/// or compaction in another process writes its files minutes at most before it commits them.
+pub const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Every file `table` needs: its metadata file, and its snapshots' manifest lists, manifests
+/// and data files.
+async fn reachable(table: &Table) -> Result<HashSet<PathBuf>> {
+    let metadata = table.metadata();
+    let mut keep: HashSet<PathBuf> = HashSet::new();
+    if let Some(current) = table.metadata_location() {
+        keep.insert(local_path(current));
+    }
+    for snapshot in metadata.snapshots() {
+        keep.insert(local_path(snapshot.manifest_list()));
+        let manifests =
+            durable::manifests(table.file_io(), snapshot, metadata.format_version()).await?;
+        for manifest in manifests {
+            keep.insert(local_path(&manifest.manifest_path));
+            let entries = manifest
+                .load_manifest(table.file_io())
+                .await
+                .map_err(|e| lake_error("cannot read a lake manifest", e))?;
+            for entry in entries.entries() {
+                keep.insert(local_path(entry.file_path()));
+            }
+        }
+    }
+    Ok(keep)
 }
 
 /// A compaction's rewrite, written but not committed.
@@ -311,6 +375,13 @@ async fn added_since(table: &Table, current: &SnapshotRef, base: i64) -> Result<
     let mut added = Vec::new();
     let mut at = current.clone();
     while at.snapshot_id() != base {
+        if at.summary().operation == Operation::Replace {
+            // Its files hold the rows this compaction rewrote too: keeping both would list every
+            // row twice.
+            return Err(Error::lake(
+                "another compaction committed after the snapshot this one rewrote; compact again",
+            ));
+        }
         for manifest in durable::manifests(table.file_io(), &at, metadata.format_version()).await? {
             if manifest.added_snapshot_id == at.snapshot_id() {
                 added.push(manifest);
@@ -327,8 +398,13 @@ async fn added_since(table: &Table, current: &SnapshotRef, base: i64) -> Result<
     Ok(added)
 }
 
-/// Deletes the table files in `dir` not in `keep`; the pointer and temporary files stay.
-fn delete_all_but(dir: &Path, keep: &HashSet<PathBuf>) -> Result<usize> {
+/// Deletes the table files in `dir` not in `keep` that are in `garbage` or older than
+/// [`ORPHAN_AGE`]; other files (the catalog's, temporary ones) stay.
+fn delete_unneeded(
+    dir: &Path,
+    keep: &HashSet<PathBuf>,
+    garbage: &HashSet<PathBuf>,
+) -> Result<usize> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| lake_error(format!("cannot list {}", dir.display()), e))?;
     let mut deleted = 0;
@@ -343,9 +419,24 @@ fn delete_all_but(dir: &Path, keep: &HashSet<PathBuf>) -> Result<usize> {
         if !table_file || keep.contains(&path) {
             continue;
         }
-        std::fs::remove_file(&path)
-            .map_err(|e| lake_error(format!("cannot delete {}", path.display()), e))?;
-        deleted += 1;
+        if !garbage.contains(&path) {
+            let age = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|modified| modified.elapsed().ok());
+            if age.is_none_or(|age| age < ORPHAN_AGE) {
+                continue;
+            }
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => deleted += 1,
+            // Another process's expiry took it first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(lake_error(format!("cannot delete {}", path.display()), e));
+            }
+        }
     }
     Ok(deleted)
 }

@@ -18,7 +18,7 @@ pub(crate) async fn new_lake(
     layout: FileLayout,
 ) -> (tempfile::TempDir, IcebergLake, TieringWriter) {
     let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open_with_layout(dir.path(), layout)
+    let lake = IcebergLake::open_with_layout(&crate::LakeConfig::embedded(dir.path()), layout)
         .await
         .unwrap();
     let writer = lake.tiering_writer().await.unwrap();

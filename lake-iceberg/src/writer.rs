@@ -11,6 +11,7 @@ use crate::data_files;
 use crate::error::lake_error;
 use crate::lake::IcebergLake;
 use crate::offsets::{BucketEnds, OFFSETS_PROPERTY};
+use crate::retry;
 use crate::rows::Row;
 use crate::snapshots;
 
@@ -127,22 +128,41 @@ impl TieringWriter {
     /// bucket's committed end; it may go beyond the records appended (offsets the log skipped).
     pub async fn commit(&self, ends: &[(u64, u64)]) -> Result<LakeCommit> {
         let _commit = self.commits.lock().await;
-        let (committed_before, new_ends, rows) = self.plan(ends).await?;
+        let (known, rows) = self.plan(ends).await?;
         let n = rows.len();
-
-        let sequence = {
+        // Written once, on the first attempt's table: a retry commits the same files.
+        let mut files = None;
+        let mut attempt = 0;
+        let (sequence, new_ends) = loop {
+            if attempt > 0 {
+                retry::pause(attempt).await;
+            }
+            attempt += 1;
             let _writes = self.lake.lock_writes().await;
             let table = self.lake.table().await?;
-            if snapshots::current_ends(table.metadata())? != committed_before {
-                return Err(Error::lake(
-                    "the lake table was committed to by another writer since this one opened: \
-                     reopen the tiering writer",
-                ));
+            // Other writers' buckets keep the ends the table has; this writer's buckets must
+            // still be where this writer left them.
+            let mut new_ends = snapshots::current_ends(table.metadata())?;
+            for &(bucket, end) in ends {
+                let at = new_ends.get(bucket);
+                if at != known.get(bucket) {
+                    return Err(Error::lake(format!(
+                        "bucket {bucket}'s lake end is {at}, not the {} this writer committed: \
+                         another writer commits it too (each bucket has one tiering writer); \
+                         reopen the tiering writer",
+                        known.get(bucket)
+                    )));
+                }
+                new_ends.set(bucket, end);
             }
-            let files = if rows.is_empty() {
-                Vec::new()
-            } else {
-                data_files::write(&table, &rows, "tier", self.lake.layout()).await?
+            let files = match &files {
+                Some(files) => Vec::clone(files),
+                None if rows.is_empty() => Vec::new(),
+                None => {
+                    let written =
+                        data_files::write(&table, &rows, "tier", self.lake.layout()).await?;
+                    files.insert(written).clone()
+                }
             };
             let properties = HashMap::from([(OFFSETS_PROPERTY.to_owned(), new_ends.encode())]);
             let tx = Transaction::new(&table);
@@ -153,14 +173,21 @@ impl TieringWriter {
             let committed = append
                 .apply(tx)
                 .map_err(|e| lake_error("cannot stage the lake commit", e))?
-                .commit(self.lake.catalog())
-                .await
-                .map_err(|e| lake_error("the lake commit failed", e))?;
-            committed
-                .metadata()
-                .current_snapshot()
-                .map(snapshots::sequence)
-                .ok_or_else(|| Error::lake("the lake commit left no current snapshot"))?
+                .commit(&self.lake.catalog().pinned(&table))
+                .await;
+            match committed {
+                Ok(committed) => {
+                    let sequence = committed
+                        .metadata()
+                        .current_snapshot()
+                        .map(snapshots::sequence)
+                        .ok_or_else(|| Error::lake("the lake commit left no current snapshot"))?;
+                    break (sequence, new_ends);
+                }
+                Err(e) if retry::lost(&e) && attempt < retry::MAX_ATTEMPTS => continue,
+                Err(e) if retry::lost(&e) => return Err(retry::gave_up("a tiering commit")),
+                Err(e) => return Err(lake_error("the lake commit failed", e)),
+            }
         };
 
         // Committed: drop what the table now holds.
@@ -179,11 +206,11 @@ impl TieringWriter {
         })
     }
 
-    /// What a commit of `ends` writes: the committed ends it starts from, the new ends, and the
-    /// rows, sorted by (bucket, key, offset).
-    async fn plan(&self, ends: &[(u64, u64)]) -> Result<(BucketEnds, BucketEnds, Vec<Row>)> {
+    /// What a commit of `ends` writes: the committed ends this writer knows, and the rows,
+    /// sorted by (bucket, key, offset).
+    async fn plan(&self, ends: &[(u64, u64)]) -> Result<(BucketEnds, Vec<Row>)> {
         let state = self.state.lock().await;
-        let mut new_ends = state.committed.clone();
+        let mut named = std::collections::HashSet::new();
         // Keyed by (bucket, key, offset): sorted as data files are written, and a record that
         // repeats an offset for its key replaces the one before it, as it does in the engine.
         let mut rows = BTreeMap::new();
@@ -195,23 +222,18 @@ impl TieringWriter {
                     "bucket {bucket}'s lake end {end} is below its committed end {committed}"
                 )));
             }
-            if new_ends.get(bucket) != committed {
+            if !named.insert(bucket) {
                 return Err(Error::invalid(format!(
                     "bucket {bucket} is named twice in one lake commit"
                 )));
             }
-            new_ends.set(bucket, end);
             let pending = state.pending.get(&bucket).map_or(&[][..], Vec::as_slice);
             for record in pending.iter().take_while(|r| r.offset() < end) {
                 let row = Row::from_record(bucket, record);
                 rows.insert((bucket, row.key.clone(), row.offset), row);
             }
         }
-        Ok((
-            state.committed.clone(),
-            new_ends,
-            rows.into_values().collect(),
-        ))
+        Ok((state.committed.clone(), rows.into_values().collect()))
     }
 }
 

@@ -4,7 +4,9 @@
 
 use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot};
 use tidemark_engine_api::Record;
-use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, OFFSETS_PROPERTY, TieringWriter};
+use tidemark_lake_iceberg::{
+    EMBEDDED_CATALOG_FILE, IcebergLake, IcebergLookuper, OFFSETS_PROPERTY, TieringWriter,
+};
 
 fn put(key: &str, offset: u64) -> Record {
     Record::put(key, format!("{key}@{offset}"), offset)
@@ -204,7 +206,7 @@ async fn a_failed_commit_changes_nothing_and_its_records_commit_on_the_retry() {
 }
 
 #[tokio::test]
-async fn metadata_written_without_its_pointer_is_not_a_commit_and_a_damaged_pointer_is_an_error() {
+async fn metadata_written_without_its_catalog_entry_is_not_a_commit() {
     let (dir, lake, writer) = new_lake().await;
     let s1 = tier(&writer, 1, [put("a", 0)], 1).await;
     drop((writer, lake));
@@ -218,18 +220,48 @@ async fn metadata_written_without_its_pointer_is_not_a_commit_and_a_damaged_poin
     .unwrap();
     let lake = IcebergLake::open(dir.path()).await.unwrap();
     assert_eq!(lake.latest(1).await.unwrap(), s1);
+}
 
-    // The pointer names a file that is not metadata: open fails with the lake's error.
-    drop(lake);
-    std::fs::write(
-        metadata.join("tidemark-current"),
-        b"/nowhere/x.metadata.json",
-    )
-    .unwrap();
+/// A table whose metadata a pointer file named (before the SQL catalog) is registered in the
+/// catalog at its first open, and the pointer goes; a pointer naming no metadata is an error and
+/// registers nothing.
+#[tokio::test]
+async fn a_pointer_file_table_moves_into_the_catalog_and_a_damaged_pointer_is_an_error() {
+    let (dir, lake, writer) = new_lake().await;
+    let s1 = tier(&writer, 1, [put("a", 0)], 1).await;
+    let location = lake.metadata_location().await.unwrap();
+    drop((writer, lake));
+    let catalog_files = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(EMBEDDED_CATALOG_FILE))
+            })
+            .collect::<Vec<_>>()
+    };
+    let legacy = |dir: &std::path::Path, pointer: &[u8]| {
+        for file in catalog_files(dir) {
+            std::fs::remove_file(file).unwrap();
+        }
+        std::fs::write(dir.join("metadata/tidemark-current"), pointer).unwrap();
+    };
+
+    legacy(dir.path(), b"/nowhere/x.metadata.json");
     let err = IcebergLake::open(dir.path()).await.unwrap_err();
     assert!(matches!(err, Error::Lake { .. }), "{err}");
-    std::fs::write(metadata.join("tidemark-current"), b"").unwrap();
+    legacy(dir.path(), b"");
     assert!(IcebergLake::open(dir.path()).await.is_err());
+
+    legacy(dir.path(), location.as_bytes());
+    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    assert_eq!(lake.latest(1).await.unwrap(), s1);
+    assert_eq!(lake.metadata_location().await.unwrap(), location);
+    assert!(!dir.path().join("metadata/tidemark-current").exists());
+    let lookuper = lake.lookuper(1);
+    lookuper.refresh(s1).await.unwrap();
+    assert_eq!(lookuper.lookup(b"a").await.unwrap(), value("a", 0));
 }
 
 #[tokio::test]
@@ -360,11 +392,11 @@ async fn lookup_many_answers_as_single_lookups_across_many_files() {
 
 #[tokio::test]
 async fn the_table_is_plain_iceberg_with_the_offsets_in_each_snapshot_summary() {
-    let (dir, _lake, writer) = new_lake().await;
+    let (_dir, lake, writer) = new_lake().await;
     tier(&writer, 6, [put("a", 0)], 1).await;
-    let pointer = std::fs::read_to_string(dir.path().join("metadata/tidemark-current")).unwrap();
+    let location = lake.metadata_location().await.unwrap();
     let metadata: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(pointer.trim()).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(location).unwrap()).unwrap();
     assert_eq!(metadata["format-version"], 2);
     let summary = &metadata["snapshots"][0]["summary"];
     assert_eq!(summary["operation"], "append");

@@ -187,8 +187,9 @@ mod iceberg {
     const BUCKET: u64 = 7;
 
     /// An Iceberg table in a temporary directory holding one bucket's rows, with its tiering
-    /// writer. Failing means what it means for a real table: its pointer and its data files are
-    /// moved away, so refreshes cannot read the table and lookups cannot read their files.
+    /// writer. Failing means what it means for a real table: its catalog cannot be reached and
+    /// its data files are moved away, so refreshes cannot read the table and lookups cannot read
+    /// their files.
     pub struct IcebergTestLake {
         lake: IcebergLake,
         writer: TieringWriter,
@@ -197,15 +198,9 @@ mod iceberg {
     }
 
     impl IcebergTestLake {
-        fn moved(&self) -> [(PathBuf, PathBuf); 2] {
+        fn moved(&self) -> [(PathBuf, PathBuf); 1] {
             let dir = self.lake.dir();
-            [
-                (
-                    dir.join("metadata/tidemark-current"),
-                    dir.join("metadata/tidemark-current.away"),
-                ),
-                (dir.join("data"), dir.join("data.away")),
-            ]
+            [(dir.join("data"), dir.join("data.away"))]
         }
 
         async fn expire(&self) {
@@ -313,6 +308,7 @@ mod iceberg {
         }
 
         async fn fail(&self, _reader: &IcebergLookuper, failing: bool) {
+            self.lake.fail_catalog(failing);
             for (path, away) in self.moved() {
                 let (from, to) = if failing { (path, away) } else { (away, path) };
                 std::fs::rename(&from, &to)
