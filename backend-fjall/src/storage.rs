@@ -680,7 +680,8 @@ const POISON_CHECK_EVERY: Duration = Duration::from_millis(20);
 
 /// An error when `db` is poisoned. fjall offers no other public test of the flag than
 /// `persist`, which checks it first; `Buffer` only hands the journal's buffered bytes to the
-/// operating system, which a flush's own journal sync does anyway.
+/// operating system, which a flush's own journal sync does anyway. A write error there (a full
+/// disk) poisons the database, as the next write would have.
 fn failed_database(db: &Database) -> Result<()> {
     db.persist(PersistMode::Buffer).map_err(|e| {
         Error::backend(

@@ -231,7 +231,22 @@ impl LakeCatalog {
             .with_next_version()
             .with_new_metadata(&metadata);
         let location = self.write_metadata(&location, &metadata).await?;
-        if !self.entry.swap(current, &location).await? {
+        let swapped = match self.entry.swap(current, &location).await {
+            Ok(swapped) => swapped,
+            // The statement failed, but the server may have applied it (a connection lost
+            // around its commit): the entry says which.
+            Err(e) => match self.entry.current().await {
+                Ok(Some(now)) if now == location => true,
+                Ok(Some(now)) if now == current => return Err(e),
+                _ => {
+                    return Err(Error::lake(format!(
+                        "a lake commit's outcome is unknown (its catalog statement failed: {e}); \
+                         reopen the tiering writer to read the table as it is"
+                    )));
+                }
+            },
+        };
+        if !swapped {
             self.discard(&location);
             return Ok(Commit::Lost);
         }

@@ -30,15 +30,16 @@ use crate::snapshots;
 pub struct Expiry {
     /// Snapshots removed from the table's metadata.
     pub snapshots: usize,
-    /// Files deleted: data files, manifests and manifest lists no kept snapshot refers to, and
-    /// metadata files older than the current one.
+    /// Files deleted: the data files, manifests and manifest lists only expired snapshots
+    /// needed, the metadata files the table's metadata log names, and table files nothing
+    /// names that are [`ORPHAN_AGE`] old.
     pub files: usize,
 }
 
 impl IcebergLake {
-    /// Keeps only the newest `newest` snapshots (at least 1) and deletes every file the kept
-    /// ones do not need, as a lake's snapshot expiry does: a lookuper still serving an expired
-    /// snapshot fails its next read and moves to a newer one at its end if there is one (see
+    /// Keeps only the newest `newest` snapshots (at least 1) and deletes the files only the
+    /// expired ones needed (and table files nothing names, once [`ORPHAN_AGE`] old), as a lake's
+    /// snapshot expiry does: a lookuper still serving an expired snapshot fails its next read and moves to a newer one at its end if there is one (see
     /// [`crate::IcebergLookuper`]).
     pub async fn expire_snapshots(&self, newest: usize) -> Result<Expiry> {
         if newest == 0 {
@@ -115,6 +116,7 @@ impl IcebergLake {
     /// A compaction's first half: reads the current snapshot and writes its rows' newest
     /// versions and their manifest, committing nothing. The caller holds the maintenance lock.
     async fn rewrite(&self) -> Result<Option<Rewrite>> {
+        let started = std::time::Instant::now();
         let table = self.table().await?;
         let Some(base) = table.metadata().current_snapshot().cloned() else {
             return Ok(None);
@@ -164,6 +166,7 @@ impl IcebergLake {
             snapshot_id,
             commit_uuid,
             manifest,
+            started,
         }))
     }
 
@@ -190,8 +193,15 @@ impl IcebergLake {
             snapshot_id,
             commit_uuid,
             manifest,
+            started,
         } = rewrite;
         let (base, snapshot_id) = (*base, *snapshot_id);
+        if started.elapsed() > ORPHAN_AGE / 2 {
+            return Err(Error::lake(
+                "a compaction took over half the orphan age to write its files: an expiry \
+                 elsewhere may have deleted them as orphans; compact again",
+            ));
+        }
         let _writes = self.lock_writes().await;
         let table = self.table().await?;
         let metadata = table.metadata();
@@ -286,8 +296,11 @@ impl IcebergLake {
     /// once they are [`ORPHAN_AGE`] old, since in a table several processes write such a file
     /// may be one a writer is about to commit.
     async fn delete_unreferenced(&self, old: &Table, table: &Table) -> Result<usize> {
-        let keep = reachable(table).await?;
-        let mut garbage = reachable(old).await?;
+        let mut keep = reachable(table, Missing::Error).await?;
+        // Whatever was committed since (in another process too) is needed as well.
+        keep.extend(reachable(&self.table().await?, Missing::Error).await?);
+        // Another process's expiry of the same snapshots may have deleted their files already.
+        let mut garbage = reachable(old, Missing::Skip).await?;
         garbage.extend(
             table
                 .metadata()
@@ -307,9 +320,18 @@ impl IcebergLake {
 /// or compaction in another process writes its files minutes at most before it commits them.
 pub const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// What [`reachable`] does with a manifest list or manifest it cannot read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// The table needs it: an error.
+    Error,
+    /// Leave it out (the files of snapshots already expired elsewhere).
+    Skip,
+}
+
 /// Every file `table` needs: its metadata file, and its snapshots' manifest lists, manifests
 /// and data files.
-async fn reachable(table: &Table) -> Result<HashSet<PathBuf>> {
+async fn reachable(table: &Table, missing: Missing) -> Result<HashSet<PathBuf>> {
     let metadata = table.metadata();
     let mut keep: HashSet<PathBuf> = HashSet::new();
     if let Some(current) = table.metadata_location() {
@@ -318,13 +340,18 @@ async fn reachable(table: &Table) -> Result<HashSet<PathBuf>> {
     for snapshot in metadata.snapshots() {
         keep.insert(local_path(snapshot.manifest_list()));
         let manifests =
-            durable::manifests(table.file_io(), snapshot, metadata.format_version()).await?;
+            match durable::manifests(table.file_io(), snapshot, metadata.format_version()).await {
+                Ok(manifests) => manifests,
+                Err(_) if missing == Missing::Skip => continue,
+                Err(e) => return Err(e),
+            };
         for manifest in manifests {
             keep.insert(local_path(&manifest.manifest_path));
-            let entries = manifest
-                .load_manifest(table.file_io())
-                .await
-                .map_err(|e| lake_error("cannot read a lake manifest", e))?;
+            let entries = match manifest.load_manifest(table.file_io()).await {
+                Ok(entries) => entries,
+                Err(_) if missing == Missing::Skip => continue,
+                Err(e) => return Err(lake_error("cannot read a lake manifest", e)),
+            };
             for entry in entries.entries() {
                 keep.insert(local_path(entry.file_path()));
             }
@@ -342,6 +369,9 @@ struct Rewrite {
     commit_uuid: uuid::Uuid,
     /// The manifest of its data files.
     manifest: ManifestFile,
+    /// When it began writing its files: an expiry in another process deletes them once they
+    /// are [`ORPHAN_AGE`] old and still unnamed.
+    started: std::time::Instant,
 }
 
 /// Each key's newest version in snapshot `snapshot_id`, keys whose newest version is a delete

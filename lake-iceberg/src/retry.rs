@@ -17,7 +17,7 @@ pub(crate) fn lost(e: &iceberg::Error) -> bool {
     e.kind() == ErrorKind::CatalogCommitConflicts
 }
 
-/// Waits before attempt `attempt` (counted from 1 for the first retry): up to 1 ms doubled per
+/// Waits before retry `attempt` (1 for the first): within a window of 2 ms doubled per
 /// attempt, at most 100 ms, at a random point of that window.
 pub(crate) async fn pause(attempt: u32) {
     let window_us = (1_000u64 << attempt.min(7)).min(100_000);
