@@ -40,6 +40,6 @@ mod writer;
 
 pub use lake::{EMBEDDED_CATALOG_FILE, IcebergLake, LakeConfig};
 pub use lookuper::{IcebergLookuper, LookuperCounters};
-pub use maintenance::Expiry;
+pub use maintenance::{Expiry, ORPHAN_AGE};
 pub use offsets::OFFSETS_PROPERTY;
 pub use writer::{LakeCommit, TieringWriter};
