@@ -11,12 +11,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use iceberg::io::FileIO;
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::{
@@ -26,17 +24,17 @@ use iceberg::{
 use tidemark_bucket::{Error, Result};
 
 use crate::error::lake_error;
-use crate::sql_catalog::SqlCatalog;
+use crate::sql_catalog::{CommitLock, SqlCatalog};
+use crate::warehouse::Warehouse;
 
 /// The pointer file of tables written before the SQL catalog, in the `metadata` directory.
 const LEGACY_POINTER: &str = "tidemark-current";
 
-/// The catalog entry of the one lake table at `dir`.
+/// The catalog entry of the one lake table in `warehouse`.
 pub(crate) struct LakeCatalog {
-    /// The table's location (its data and metadata directories are below it).
-    dir: PathBuf,
+    /// Where the table's files are (its data and metadata directories are below it).
+    warehouse: Warehouse,
     ident: TableIdent,
-    file_io: FileIO,
     entry: SqlCatalog,
     /// The last metadata read, by location, so a refresh that finds the entry unchanged does
     /// not parse the metadata again.
@@ -49,7 +47,7 @@ pub(crate) struct LakeCatalog {
 impl fmt::Debug for LakeCatalog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LakeCatalog")
-            .field("dir", &self.dir)
+            .field("warehouse", &self.warehouse)
             .field("ident", &self.ident)
             .finish_non_exhaustive()
     }
@@ -64,13 +62,12 @@ pub(crate) enum Commit {
 }
 
 impl LakeCatalog {
-    /// The catalog entry `ident` of `entry`'s catalog for the table at `dir` (an absolute
-    /// path), which may not exist yet.
-    pub fn new(dir: PathBuf, ident: TableIdent, entry: SqlCatalog) -> Self {
+    /// The catalog entry `ident` of `entry`'s catalog for the table in `warehouse`, which may
+    /// not exist yet.
+    pub fn new(warehouse: Warehouse, ident: TableIdent, entry: SqlCatalog) -> Self {
         LakeCatalog {
-            dir,
+            warehouse,
             ident,
-            file_io: FileIO::new_with_fs(),
             entry,
             cached: Mutex::new(None),
             #[cfg(feature = "testing")]
@@ -85,13 +82,15 @@ impl LakeCatalog {
             .store(failing, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The table's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Takes the table's commit lock, shared with the table's writers in other processes
+    /// ([`SqlCatalog::lock_commits`]).
+    pub async fn lock_commits(&self) -> Result<CommitLock> {
+        self.entry.lock_commits().await
     }
 
-    fn metadata_dir(&self) -> PathBuf {
-        self.dir.join("metadata")
+    /// Where the table's files are.
+    pub fn warehouse(&self) -> &Warehouse {
+        &self.warehouse
     }
 
     /// The table's catalog entry, registering a pointer-file table's metadata first (see the
@@ -106,7 +105,12 @@ impl LakeCatalog {
         if let Some(location) = self.entry.current().await? {
             return Ok(Some(location));
         }
-        let pointer = self.metadata_dir().join(LEGACY_POINTER);
+        // Only local tables had pointers.
+        let Some(dir) = self.warehouse.local_dir() else {
+            return Ok(None);
+        };
+        let metadata_dir = dir.join("metadata");
+        let pointer = metadata_dir.join(LEGACY_POINTER);
         let legacy = match std::fs::read_to_string(&pointer) {
             Ok(location) => location.trim().to_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -127,7 +131,7 @@ impl LakeCatalog {
                 _ => Err(e),
             })
             .map_err(|e| lake_error(format!("cannot remove {}", pointer.display()), e))?;
-        crate::durable::sync_path(&self.metadata_dir())?;
+        crate::warehouse::sync_path(&metadata_dir)?;
         self.entry.current().await
     }
 
@@ -148,13 +152,13 @@ impl LakeCatalog {
         if self.entry.create(&location).await? {
             return self.table(location, Arc::new(metadata));
         }
-        self.discard(&location);
+        self.discard(&location).await;
         self.load().await
     }
 
     /// The table's location as Iceberg records it.
     pub fn location(&self) -> String {
-        self.dir.to_string_lossy().into_owned()
+        self.warehouse.location().to_owned()
     }
 
     /// The table as of its catalog entry.
@@ -163,7 +167,7 @@ impl LakeCatalog {
             Error::lake(format!(
                 "the lake catalog has no table {} for {}",
                 self.ident,
-                self.dir.display()
+                self.warehouse.location()
             ))
         })?;
         match self.metadata_at(&location).await {
@@ -195,7 +199,7 @@ impl LakeCatalog {
         {
             return Ok(metadata);
         }
-        let metadata = TableMetadata::read_from(&self.file_io, location)
+        let metadata = TableMetadata::read_from(self.warehouse.file_io(), location)
             .await
             .map_err(|e| lake_error(format!("cannot read lake metadata {location}"), e))?;
         let metadata = Arc::new(metadata);
@@ -210,7 +214,7 @@ impl LakeCatalog {
         let runtime = Runtime::try_current()
             .map_err(|e| lake_error("the Iceberg lake needs a tokio runtime", e))?;
         Table::builder()
-            .file_io(self.file_io.clone())
+            .file_io(self.warehouse.file_io().clone())
             .metadata_location(location)
             .metadata(metadata)
             .identifier(self.ident.clone())
@@ -247,7 +251,7 @@ impl LakeCatalog {
             },
         };
         if !swapped {
-            self.discard(&location);
+            self.discard(&location).await;
             return Ok(Commit::Lost);
         }
         let metadata = Arc::new(metadata);
@@ -264,18 +268,18 @@ impl LakeCatalog {
         metadata: &TableMetadata,
     ) -> Result<String> {
         metadata
-            .write_to(&self.file_io, location)
+            .write_to(self.warehouse.file_io(), location)
             .await
             .map_err(|e| lake_error("cannot write lake metadata", e))?;
         let location = location.to_string();
-        crate::durable::sync_file(&location)?;
+        self.warehouse.sync(&location)?;
         Ok(location)
     }
 
     /// Removes the metadata file of a commit that lost: no entry ever named it. Best effort:
     /// an expiry's sweep of old unreferenced files removes what is left.
-    fn discard(&self, location: &str) {
-        let _ = std::fs::remove_file(crate::location::local_path(location));
+    async fn discard(&self, location: &str) {
+        let _ = self.warehouse.delete(location).await;
     }
 }
 
@@ -388,7 +392,7 @@ impl Catalog for LakeCatalog {
                 e
             }
         })?;
-        crate::durable::sync_new_files(staged.metadata(), current.metadata())
+        crate::durable::sync_new_files(&self.warehouse, staged.metadata(), current.metadata())
             .await
             .map_err(to_iceberg)?;
         let metadata = staged.metadata().clone();

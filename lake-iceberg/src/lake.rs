@@ -1,7 +1,8 @@
 //! [`IcebergLake`]: an Iceberg table holding every bucket's tiered rows, named in an Iceberg SQL
 //! catalog ([`LakeConfig`]).
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use iceberg::table::Table;
@@ -12,9 +13,11 @@ use crate::catalog::LakeCatalog;
 use crate::data_file_reader::FileIndexes;
 use crate::data_files::FileLayout;
 use crate::error::lake_error;
+use crate::location::TableLocation;
 use crate::rows;
 use crate::snapshots;
-use crate::sql_catalog::{CatalogUri, SqlCatalog};
+use crate::sql_catalog::{CatalogUri, CommitLock, SqlCatalog};
+use crate::warehouse::Warehouse;
 
 /// The embedded catalog's file, in the table's directory.
 pub const EMBEDDED_CATALOG_FILE: &str = "catalog.sqlite";
@@ -23,7 +26,8 @@ pub const EMBEDDED_CATALOG_FILE: &str = "catalog.sqlite";
 ///
 /// [`LakeConfig::embedded`] is the default: an SQLite catalog file inside the table's
 /// directory, nothing to start. Several processes that write one table share a catalog server
-/// instead: [`LakeConfig::shared`] with a `postgres://` URI.
+/// instead, and usually an object store: [`LakeConfig::shared`] with a `postgres://` URI and
+/// an `s3://bucket/prefix` location, whose settings [`storage`](Self::storage) holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LakeConfig {
     /// The catalog: `sqlite://<path>` (an embedded file, created when missing) or
@@ -36,8 +40,16 @@ pub struct LakeConfig {
     pub namespace: String,
     /// The table's name in the catalog.
     pub table: String,
-    /// The table's location: a local directory holding its `data` and `metadata`.
-    pub location: PathBuf,
+    /// The table's location, holding its `data` and `metadata`: a local directory, or a prefix
+    /// on an S3-protocol object store.
+    pub location: TableLocation,
+    /// An object store's settings, by Iceberg's file IO property names: `s3.endpoint`,
+    /// `s3.region`, `s3.access-key-id`, `s3.secret-access-key`, `s3.session-token`,
+    /// `s3.path-style-access`. Unset ones come from the standard environment variables
+    /// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`); the region defaults to `us-east-1`, and addressing is path-style
+    /// when an endpoint is set. Unused for a local location.
+    pub storage: BTreeMap<String, String>,
 }
 
 impl LakeConfig {
@@ -51,15 +63,40 @@ impl LakeConfig {
         )
     }
 
-    /// The table at `location`, named `tidemark.lake` in the catalog at `catalog_uri`.
-    pub fn shared(catalog_uri: impl Into<String>, location: impl AsRef<Path>) -> LakeConfig {
+    /// The table at `location` (a local directory or `s3://bucket/prefix`), named
+    /// `tidemark.lake` in the catalog at `catalog_uri`.
+    pub fn shared(
+        catalog_uri: impl Into<String>,
+        location: impl Into<TableLocation>,
+    ) -> LakeConfig {
         LakeConfig {
             catalog_uri: catalog_uri.into(),
             catalog_name: "tidemark".to_owned(),
             namespace: "tidemark".to_owned(),
             table: "lake".to_owned(),
-            location: location.as_ref().to_path_buf(),
+            location: location.into(),
+            storage: BTreeMap::new(),
         }
+    }
+
+    /// Sets the object store setting `key` (an Iceberg file IO property, `s3.endpoint` say).
+    pub fn with_storage(mut self, key: impl Into<String>, value: impl Into<String>) -> LakeConfig {
+        self.storage.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// The table's write lock ([`IcebergLake::lock_writes`]). Dropped without
+/// [`release`](Self::release) it still releases, at the cost of the catalog connection.
+pub(crate) struct WriteLock<'a> {
+    _local: tokio::sync::MutexGuard<'a, ()>,
+    shared: CommitLock,
+}
+
+impl WriteLock<'_> {
+    /// Releases the lock.
+    pub(crate) async fn release(self) {
+        self.shared.release().await;
     }
 }
 
@@ -138,31 +175,14 @@ impl IcebergLake {
         config: &LakeConfig,
         layout: FileLayout,
     ) -> Result<IcebergLake> {
-        let dir = config.location.as_path();
-        std::fs::create_dir_all(dir.join("metadata"))
-            .and_then(|()| std::fs::create_dir_all(dir.join("data")))
-            .map_err(|e| lake_error(format!("cannot create {}", dir.display()), e))?;
-        let dir: PathBuf = dir
-            .canonicalize()
-            .map_err(|e| lake_error(format!("cannot resolve {}", dir.display()), e))?;
-        // A new table's directories must survive a crash as its first commit's files will.
-        crate::durable::sync_path(&dir)?;
-        if let Some(parent) = dir.parent() {
-            crate::durable::sync_path(parent)?;
-        }
-        if dir.to_str().is_none() {
-            return Err(Error::invalid(format!(
-                "the lake directory {} is not valid UTF-8, which Iceberg locations must be",
-                dir.display()
-            )));
-        }
+        let warehouse = Warehouse::open(&config.location, &config.storage).await?;
         let uri: CatalogUri = config.catalog_uri.parse()?;
         let entry =
             SqlCatalog::connect(&uri, &config.catalog_name, &config.namespace, &config.table)
                 .await?;
         let ident = TableIdent::from_strs([config.namespace.as_str(), config.table.as_str()])
             .map_err(|e| lake_error("cannot name the lake table", e))?;
-        let catalog = LakeCatalog::new(dir, ident, entry);
+        let catalog = LakeCatalog::new(warehouse, ident, entry);
         if !catalog.exists().await? {
             let creation = TableCreation::builder()
                 .name(config.table.clone())
@@ -185,9 +205,14 @@ impl IcebergLake {
         })
     }
 
-    /// The table's directory.
-    pub fn dir(&self) -> &Path {
-        self.inner.catalog.dir()
+    /// The table's directory, for a table on a local directory.
+    pub fn dir(&self) -> Option<&Path> {
+        self.inner.catalog.warehouse().local_dir()
+    }
+
+    /// The table's location as Iceberg records it (an absolute path, or `s3://bucket/prefix`).
+    pub fn location(&self) -> &str {
+        self.inner.catalog.warehouse().location()
     }
 
     /// The table's current snapshot as `bucket` sees it (the empty lake before any commit): what
@@ -227,6 +252,10 @@ impl IcebergLake {
         &self.inner.catalog
     }
 
+    pub(crate) fn warehouse(&self) -> &Warehouse {
+        self.inner.catalog.warehouse()
+    }
+
     pub(crate) fn layout(&self) -> FileLayout {
         self.inner.layout
     }
@@ -240,9 +269,16 @@ impl IcebergLake {
         self.inner.catalog.load().await
     }
 
-    /// Holds off every other commit, expiry and compaction commit of this table until dropped.
-    pub(crate) async fn lock_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.inner.writes.lock().await
+    /// Holds off every other commit, expiry and compaction commit of this table until
+    /// [released](WriteLock::release): this handle's and, through the catalog's commit lock,
+    /// those of Tidemark's writers in other processes.
+    pub(crate) async fn lock_writes(&self) -> Result<WriteLock<'_>> {
+        let local = self.inner.writes.lock().await;
+        let shared = self.inner.catalog.lock_commits().await?;
+        Ok(WriteLock {
+            _local: local,
+            shared,
+        })
     }
 
     /// Holds off every other expiry and compaction of this table until dropped (take it before

@@ -34,11 +34,15 @@ mod retry;
 mod rows;
 mod snapshots;
 mod sql_catalog;
+#[cfg(feature = "testing")]
+pub mod test_servers;
 #[cfg(test)]
 mod testing;
+mod warehouse;
 mod writer;
 
 pub use lake::{EMBEDDED_CATALOG_FILE, IcebergLake, LakeConfig};
+pub use location::TableLocation;
 pub use lookuper::{IcebergLookuper, LookuperCounters};
 pub use maintenance::{Expiry, ORPHAN_AGE};
 pub use offsets::OFFSETS_PROPERTY;

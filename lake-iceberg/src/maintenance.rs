@@ -2,7 +2,6 @@
 //! snapshot needs, and compaction that rewrites the table keeping each key's newest version.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -19,11 +18,11 @@ use crate::data_files;
 use crate::durable;
 use crate::error::lake_error;
 use crate::lake::IcebergLake;
-use crate::location::local_path;
 use crate::offsets::OFFSETS_PROPERTY;
 use crate::retry;
 use crate::rows::{self, Newest, Row};
 use crate::snapshots;
+use crate::warehouse::Warehouse;
 
 /// What [`IcebergLake::expire_snapshots`] removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -54,39 +53,19 @@ impl IcebergLake {
                 retry::pause(attempt).await;
             }
             attempt += 1;
-            let _writes = self.lock_writes().await;
-            let table = self.table().await?;
-            let all = snapshots::by_sequence(table.metadata());
-            let expired: Vec<i64> = all
-                .iter()
-                .take(all.len().saturating_sub(newest))
-                .map(|s| s.snapshot_id())
-                .collect();
-            if expired.is_empty() {
-                break (table.clone(), table);
-            }
-            let tx = Transaction::new(&table);
-            // Only the snapshots named: without a cutoff of its own, Iceberg's action also
-            // expires every snapshot older than the table's maximum age (5 days by default).
-            let action = tx
-                .expire_snapshots()
-                .expire_snapshot_ids(expired)
-                .expire_older_than_ms(i64::MIN)
-                .retain_last(newest);
-            let committed = action
-                .apply(tx)
-                .map_err(|e| lake_error("cannot stage the lake's snapshot expiry", e))?
-                .commit(&self.catalog().pinned(&table))
-                .await;
-            match committed {
-                Ok(committed) => break (table, committed),
-                Err(e) if retry::lost(&e) && attempt < retry::MAX_ATTEMPTS => continue,
-                Err(e) if retry::lost(&e) => return Err(retry::gave_up("a snapshot expiry")),
-                Err(e) => return Err(lake_error("the lake's snapshot expiry failed", e)),
+            let writes = self.lock_writes().await?;
+            let tried = self.try_expire(newest).await;
+            writes.release().await;
+            match tried? {
+                Some(done) => break done,
+                None if attempt < retry::MAX_ATTEMPTS => continue,
+                None => return Err(retry::gave_up("a snapshot expiry")),
             }
         };
-        let _writes = self.lock_writes().await;
-        let files = self.delete_unreferenced(&old, &table).await?;
+        let writes = self.lock_writes().await?;
+        let files = self.delete_unreferenced(&old, &table).await;
+        writes.release().await;
+        let files = files?;
         Ok(Expiry {
             snapshots: old
                 .metadata()
@@ -95,6 +74,40 @@ impl IcebergLake {
                 .saturating_sub(table.metadata().snapshots().len()),
             files,
         })
+    }
+
+    /// One attempt of [`Self::expire_snapshots`] over the table as it is now: the table before
+    /// and after it, or `None` when another writer committed first (nothing changed). The
+    /// caller holds the write lock.
+    async fn try_expire(&self, newest: usize) -> Result<Option<(Table, Table)>> {
+        let table = self.table().await?;
+        let all = snapshots::by_sequence(table.metadata());
+        let expired: Vec<i64> = all
+            .iter()
+            .take(all.len().saturating_sub(newest))
+            .map(|s| s.snapshot_id())
+            .collect();
+        if expired.is_empty() {
+            return Ok(Some((table.clone(), table)));
+        }
+        let tx = Transaction::new(&table);
+        // Only the snapshots named: without a cutoff of its own, Iceberg's action also expires
+        // every snapshot older than the table's maximum age (5 days by default).
+        let action = tx
+            .expire_snapshots()
+            .expire_snapshot_ids(expired)
+            .expire_older_than_ms(i64::MIN)
+            .retain_last(newest);
+        let committed = action
+            .apply(tx)
+            .map_err(|e| lake_error("cannot stage the lake's snapshot expiry", e))?
+            .commit(&self.catalog().pinned(&table))
+            .await;
+        match committed {
+            Ok(committed) => Ok(Some((table, committed))),
+            Err(e) if retry::lost(&e) => Ok(None),
+            Err(e) => Err(lake_error("the lake's snapshot expiry failed", e)),
+        }
     }
 
     /// Rewrites the current snapshot's rows keeping each key's newest version (dropping keys
@@ -130,7 +143,7 @@ impl IcebergLake {
         // The compaction commits its metadata itself, past the catalog's sync of what a
         // transaction adds: its files are synced here.
         for file in &files {
-            durable::sync_file(file.file_path())?;
+            self.warehouse().sync(file.file_path())?;
         }
         let metadata = table.metadata();
         let file_io = table.file_io();
@@ -159,7 +172,7 @@ impl IcebergLake {
             .write_manifest_file()
             .await
             .map_err(|e| lake_error("cannot write a lake manifest", e))?;
-        durable::sync_file(&manifest_path)?;
+        self.warehouse().sync(&manifest_path)?;
 
         Ok(Some(Rewrite {
             base: base.snapshot_id(),
@@ -178,7 +191,10 @@ impl IcebergLake {
             if attempt > 0 {
                 retry::pause(attempt).await;
             }
-            if let Some(sequence) = self.try_commit_rewrite(&rewrite, attempt).await? {
+            let writes = self.lock_writes().await?;
+            let tried = self.try_commit_rewrite(&rewrite, attempt).await;
+            writes.release().await;
+            if let Some(sequence) = tried? {
                 return Ok(sequence);
             }
         }
@@ -186,7 +202,7 @@ impl IcebergLake {
     }
 
     /// One attempt of [`Self::commit_rewrite`] over the table as it is now: `None` when another
-    /// writer committed first (nothing changed).
+    /// writer committed first (nothing changed). The caller holds the write lock.
     async fn try_commit_rewrite(&self, rewrite: &Rewrite, attempt: u32) -> Result<Option<u64>> {
         let Rewrite {
             base,
@@ -202,7 +218,6 @@ impl IcebergLake {
                  elsewhere may have deleted them as orphans; compact again",
             ));
         }
-        let _writes = self.lock_writes().await;
         let table = self.table().await?;
         let metadata = table.metadata();
         let file_io = table.file_io();
@@ -241,7 +256,7 @@ impl IcebergLake {
         list.close()
             .await
             .map_err(|e| lake_error("cannot write a lake manifest list", e))?;
-        durable::sync_file(&list_path)?;
+        self.warehouse().sync(&list_path)?;
 
         let mut properties = std::collections::HashMap::new();
         if let Some(ends) = current
@@ -278,7 +293,7 @@ impl IcebergLake {
             Commit::Done(committed) => *committed,
             Commit::Lost => {
                 // Its list names files another attempt lists again; nothing refers to it.
-                let _ = std::fs::remove_file(local_path(&list_path));
+                let _ = self.warehouse().delete(&list_path).await;
                 return Ok(None);
             }
         };
@@ -296,23 +311,20 @@ impl IcebergLake {
     /// once they are [`ORPHAN_AGE`] old, since in a table several processes write such a file
     /// may be one a writer is about to commit.
     async fn delete_unreferenced(&self, old: &Table, table: &Table) -> Result<usize> {
-        let mut keep = reachable(table, Missing::Error).await?;
+        let warehouse = self.warehouse();
+        let mut keep = reachable(warehouse, table, Missing::Error).await?;
         // Whatever was committed since (in another process too) is needed as well.
-        keep.extend(reachable(&self.table().await?, Missing::Error).await?);
+        keep.extend(reachable(warehouse, &self.table().await?, Missing::Error).await?);
         // Another process's expiry of the same snapshots may have deleted their files already.
-        let mut garbage = reachable(old, Missing::Skip).await?;
+        let mut garbage = reachable(warehouse, old, Missing::Skip).await?;
         garbage.extend(
             table
                 .metadata()
                 .metadata_log()
                 .iter()
-                .map(|log| local_path(&log.metadata_file)),
+                .map(|log| warehouse.key(&log.metadata_file)),
         );
-        let mut deleted = 0;
-        for dir in [self.dir().join("data"), self.dir().join("metadata")] {
-            deleted += delete_unneeded(&dir, &keep, &garbage)?;
-        }
-        Ok(deleted)
+        delete_unneeded(warehouse, &keep, &garbage).await
     }
 }
 
@@ -331,14 +343,18 @@ enum Missing {
 
 /// Every file `table` needs: its metadata file, and its snapshots' manifest lists, manifests
 /// and data files.
-async fn reachable(table: &Table, missing: Missing) -> Result<HashSet<PathBuf>> {
+async fn reachable(
+    warehouse: &Warehouse,
+    table: &Table,
+    missing: Missing,
+) -> Result<HashSet<String>> {
     let metadata = table.metadata();
-    let mut keep: HashSet<PathBuf> = HashSet::new();
+    let mut keep: HashSet<String> = HashSet::new();
     if let Some(current) = table.metadata_location() {
-        keep.insert(local_path(current));
+        keep.insert(warehouse.key(current));
     }
     for snapshot in metadata.snapshots() {
-        keep.insert(local_path(snapshot.manifest_list()));
+        keep.insert(warehouse.key(snapshot.manifest_list()));
         let manifests =
             match durable::manifests(table.file_io(), snapshot, metadata.format_version()).await {
                 Ok(manifests) => manifests,
@@ -346,14 +362,14 @@ async fn reachable(table: &Table, missing: Missing) -> Result<HashSet<PathBuf>> 
                 Err(e) => return Err(e),
             };
         for manifest in manifests {
-            keep.insert(local_path(&manifest.manifest_path));
+            keep.insert(warehouse.key(&manifest.manifest_path));
             let entries = match manifest.load_manifest(table.file_io()).await {
                 Ok(entries) => entries,
                 Err(_) if missing == Missing::Skip => continue,
                 Err(e) => return Err(lake_error("cannot read a lake manifest", e)),
             };
             for entry in entries.entries() {
-                keep.insert(local_path(entry.file_path()));
+                keep.insert(warehouse.key(entry.file_path()));
             }
         }
     }
@@ -428,45 +444,27 @@ async fn added_since(table: &Table, current: &SnapshotRef, base: i64) -> Result<
     Ok(added)
 }
 
-/// Deletes the table files in `dir` not in `keep` that are in `garbage` or older than
-/// [`ORPHAN_AGE`]; other files (the catalog's, temporary ones) stay.
-fn delete_unneeded(
-    dir: &Path,
-    keep: &HashSet<PathBuf>,
-    garbage: &HashSet<PathBuf>,
+/// Deletes the table files not in `keep` that are in `garbage` or older than [`ORPHAN_AGE`];
+/// other files (a local catalog's, temporary ones) stay.
+async fn delete_unneeded(
+    warehouse: &Warehouse,
+    keep: &HashSet<String>,
+    garbage: &HashSet<String>,
 ) -> Result<usize> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| lake_error(format!("cannot list {}", dir.display()), e))?;
     let mut deleted = 0;
-    for entry in entries {
-        let entry = entry.map_err(|e| lake_error(format!("cannot list {}", dir.display()), e))?;
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let table_file = name.ends_with(".parquet")
-            || name.ends_with(".avro")
-            || name.ends_with(".metadata.json");
-        if !table_file || keep.contains(&path) {
+    for file in warehouse.table_files().await? {
+        if keep.contains(&file.key) {
             continue;
         }
-        if !garbage.contains(&path) {
-            let age = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|modified| modified.elapsed().ok());
+        if !garbage.contains(&file.key) {
+            let age = file.modified.and_then(|modified| modified.elapsed().ok());
             if age.is_none_or(|age| age < ORPHAN_AGE) {
                 continue;
             }
         }
-        match std::fs::remove_file(&path) {
-            Ok(()) => deleted += 1,
-            // Another process's expiry took it first.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(lake_error(format!("cannot delete {}", path.display()), e));
-            }
-        }
+        // One another process's expiry took first is not an error.
+        warehouse.delete(&file.key).await?;
+        deleted += 1;
     }
     Ok(deleted)
 }

@@ -16,7 +16,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgPoolOptions, Postgres};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -30,6 +31,13 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connections each handle keeps to the catalog: commits are one statement at a time.
 const MAX_CONNECTIONS: u32 = 4;
+
+/// How long a commit waits for another process's commit of the table to finish before it goes
+/// ahead without the commit lock (the compare-and-swap still decides which lands).
+const COMMIT_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// PostgreSQL's error code for a lock wait that timed out (`lock_not_available`).
+const LOCK_NOT_AVAILABLE: &str = "55P03";
 
 /// The JDBC catalog's tables, as its implementations create them.
 const CREATE_TABLES: &str = "CREATE TABLE IF NOT EXISTS iceberg_tables (
@@ -46,6 +54,45 @@ const CREATE_NAMESPACES: &str = "CREATE TABLE IF NOT EXISTS iceberg_namespace_pr
     property_key VARCHAR(255),
     property_value VARCHAR(1000),
     PRIMARY KEY (catalog_name, namespace, property_key))";
+
+/// Whether the table `name` exists (in the connection's search path).
+async fn pg_table_exists(pool: &PgPool, name: &str) -> Result<bool> {
+    sqlx::query_scalar::<_, bool>("SELECT to_regclass($1) IS NOT NULL")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .map_err(|e| lake_error("cannot read the PostgreSQL lake catalog's tables", e))
+}
+
+/// The table's commit lock ([`SqlCatalog::lock_commits`]), held until
+/// [`released`](Self::release).
+pub(crate) struct CommitLock {
+    /// The session holding the advisory lock, if one is held.
+    connection: Option<PoolConnection<Postgres>>,
+}
+
+impl CommitLock {
+    /// Releases the lock, keeping the connection for the next commit.
+    pub(crate) async fn release(mut self) {
+        if let Some(mut connection) = self.connection.take()
+            && sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut *connection)
+                .await
+                .is_err()
+        {
+            connection.close_on_drop();
+        }
+    }
+}
+
+impl Drop for CommitLock {
+    fn drop(&mut self) {
+        // Not released (a failed or cancelled commit): closing the session releases its lock.
+        if let Some(mut connection) = self.connection.take() {
+            connection.close_on_drop();
+        }
+    }
+}
 
 /// Where a catalog lives, parsed from its URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,9 +190,31 @@ impl SqlCatalog {
             namespace: namespace.to_owned(),
             table: table.to_owned(),
         };
-        catalog.execute(CREATE_TABLES, &[]).await?;
-        catalog.execute(CREATE_NAMESPACES, &[]).await?;
+        catalog.ensure("iceberg_tables", CREATE_TABLES).await?;
+        catalog
+            .ensure("iceberg_namespace_properties", CREATE_NAMESPACES)
+            .await?;
         Ok(catalog)
+    }
+
+    /// Creates the catalog table `name` with `ddl` when it is missing.
+    async fn ensure(&self, name: &str, ddl: &str) -> Result<()> {
+        let Pool::Postgres(pool) = &self.pool else {
+            return self.execute(ddl, &[]).await.map(|_| ());
+        };
+        // Only when missing: creating needs a privilege a role that only commits may lack.
+        if pg_table_exists(pool, name).await? {
+            return Ok(());
+        }
+        match self.execute(ddl, &[]).await {
+            Ok(_) => Ok(()),
+            // Two processes creating it at once: PostgreSQL's `IF NOT EXISTS` can still fail on
+            // a unique index of its own catalog, and then the other one created it.
+            Err(e) => match pg_table_exists(pool, name).await? {
+                true => Ok(()),
+                false => Err(e),
+            },
+        }
     }
 
     /// The table's current metadata location, or `None` while the catalog has no such table.
@@ -197,6 +266,45 @@ impl SqlCatalog {
             )
             .await?;
         Ok(added == 1)
+    }
+
+    /// Takes the table's commit lock, which Tidemark's writers in every process hold from
+    /// reading the table to swapping its entry: on PostgreSQL an advisory lock, which queues
+    /// waiters, so a writer that lost a race is not beaten again and again by writers that
+    /// commit back to back. It only orders Tidemark's own commits: the swap still decides
+    /// (other engines do not take it), and a commit that waited [`COMMIT_LOCK_WAIT`] goes ahead
+    /// without it. An SQLite catalog has none (one host's processes; the swap alone decides).
+    pub(crate) async fn lock_commits(&self) -> Result<CommitLock> {
+        let Pool::Postgres(pool) = &self.pool else {
+            return Ok(CommitLock { connection: None });
+        };
+        let cannot = |e| lake_error("cannot take the lake table's commit lock", e);
+        let mut connection = pool.acquire().await.map_err(cannot)?;
+        sqlx::query("SELECT set_config('lock_timeout', $1, false)")
+            .bind(format!("{}ms", COMMIT_LOCK_WAIT.as_millis()))
+            .execute(&mut *connection)
+            .await
+            .map_err(cannot)?;
+        let key = format!(
+            "tidemark-commit/{}/{}/{}",
+            self.catalog, self.namespace, self.table
+        );
+        let locked = sqlx::query("SELECT pg_advisory_lock(hashtextextended($1, 0))")
+            .bind(key)
+            .execute(&mut *connection)
+            .await;
+        match locked {
+            Ok(_) => Ok(CommitLock {
+                connection: Some(connection),
+            }),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(LOCK_NOT_AVAILABLE) => {
+                Ok(CommitLock { connection: None })
+            }
+            Err(e) => {
+                connection.close_on_drop();
+                Err(cannot(e))
+            }
+        }
     }
 
     /// Replaces the table's metadata location `expected` by `new`, as one compare-and-swap.

@@ -130,63 +130,27 @@ impl TieringWriter {
         let _commit = self.commits.lock().await;
         let (known, rows) = self.plan(ends).await?;
         let n = rows.len();
-        // Written once, on the first attempt's table: a retry commits the same files.
-        let mut files = None;
+        // Written once, before any attempt (and outside the write lock): every attempt
+        // commits the same files.
+        let files = if rows.is_empty() {
+            Vec::new()
+        } else {
+            let table = self.lake.table().await?;
+            data_files::write(&table, &rows, "tier", self.lake.layout()).await?
+        };
         let mut attempt = 0;
         let (sequence, new_ends) = loop {
             if attempt > 0 {
                 retry::pause(attempt).await;
             }
             attempt += 1;
-            let _writes = self.lake.lock_writes().await;
-            let table = self.lake.table().await?;
-            // Other writers' buckets keep the ends the table has; this writer's buckets must
-            // still be where this writer left them.
-            let mut new_ends = snapshots::current_ends(table.metadata())?;
-            for &(bucket, end) in ends {
-                let at = new_ends.get(bucket);
-                if at != known.get(bucket) {
-                    return Err(Error::lake(format!(
-                        "bucket {bucket}'s lake end is {at}, not the {} this writer committed: \
-                         another writer commits it too (each bucket has one tiering writer); \
-                         reopen the tiering writer",
-                        known.get(bucket)
-                    )));
-                }
-                new_ends.set(bucket, end);
-            }
-            let files = match &files {
-                Some(files) => Vec::clone(files),
-                None if rows.is_empty() => Vec::new(),
-                None => {
-                    let written =
-                        data_files::write(&table, &rows, "tier", self.lake.layout()).await?;
-                    files.insert(written).clone()
-                }
-            };
-            let properties = HashMap::from([(OFFSETS_PROPERTY.to_owned(), new_ends.encode())]);
-            let tx = Transaction::new(&table);
-            let append = tx
-                .fast_append()
-                .add_data_files(files)
-                .set_snapshot_properties(properties);
-            let committed = append
-                .apply(tx)
-                .map_err(|e| lake_error("cannot stage the lake commit", e))?
-                .commit(&self.lake.catalog().pinned(&table))
-                .await;
-            match committed {
-                Ok(committed) => {
-                    let sequence = committed
-                        .metadata()
-                        .current_snapshot()
-                        .map(snapshots::sequence)
-                        .ok_or_else(|| Error::lake("the lake commit left no current snapshot"))?;
-                    break (sequence, new_ends);
-                }
-                Err(e) if retry::lost(&e) && attempt < retry::MAX_ATTEMPTS => continue,
-                Err(e) if retry::lost(&e) => return Err(retry::gave_up("a tiering commit")),
-                Err(e) => return Err(lake_error("the lake commit failed", e)),
+            let writes = self.lake.lock_writes().await?;
+            let tried = self.try_commit(ends, &known, &files).await;
+            writes.release().await;
+            match tried? {
+                Some(done) => break done,
+                None if attempt < retry::MAX_ATTEMPTS => continue,
+                None => return Err(retry::gave_up("a tiering commit")),
             }
         };
 
@@ -204,6 +168,56 @@ impl TieringWriter {
             ends: new_ends,
             rows: n,
         })
+    }
+
+    /// One attempt of [`Self::commit`] over the table as it is now, committing `files`: the
+    /// new snapshot's sequence number and ends, or `None` when another writer committed first
+    /// (nothing changed). The caller holds the write lock.
+    async fn try_commit(
+        &self,
+        ends: &[(u64, u64)],
+        known: &BucketEnds,
+        files: &[iceberg::spec::DataFile],
+    ) -> Result<Option<(u64, BucketEnds)>> {
+        let table = self.lake.table().await?;
+        // Other writers' buckets keep the ends the table has; this writer's buckets must still
+        // be where this writer left them.
+        let mut new_ends = snapshots::current_ends(table.metadata())?;
+        for &(bucket, end) in ends {
+            let at = new_ends.get(bucket);
+            if at != known.get(bucket) {
+                return Err(Error::lake(format!(
+                    "bucket {bucket}'s lake end is {at}, not the {} this writer committed: \
+                     another writer commits it too (each bucket has one tiering writer); \
+                     reopen the tiering writer",
+                    known.get(bucket)
+                )));
+            }
+            new_ends.set(bucket, end);
+        }
+        let properties = HashMap::from([(OFFSETS_PROPERTY.to_owned(), new_ends.encode())]);
+        let tx = Transaction::new(&table);
+        let append = tx
+            .fast_append()
+            .add_data_files(files.to_vec())
+            .set_snapshot_properties(properties);
+        let committed = append
+            .apply(tx)
+            .map_err(|e| lake_error("cannot stage the lake commit", e))?
+            .commit(&self.lake.catalog().pinned(&table))
+            .await;
+        match committed {
+            Ok(committed) => {
+                let sequence = committed
+                    .metadata()
+                    .current_snapshot()
+                    .map(snapshots::sequence)
+                    .ok_or_else(|| Error::lake("the lake commit left no current snapshot"))?;
+                Ok(Some((sequence, new_ends)))
+            }
+            Err(e) if retry::lost(&e) => Ok(None),
+            Err(e) => Err(lake_error("the lake commit failed", e)),
+        }
     }
 
     /// What a commit of `ends` writes: the committed ends this writer knows, and the rows,

@@ -1,6 +1,8 @@
 //! The table the lake commits, read through the same SQL catalog by another implementation of
 //! the catalog (the `iceberg-catalog-sql` crate) and scanned with Iceberg's own reader, not the
-//! lake's lookuper: every live key's newest value is there, and deleted keys are not.
+//! lake's lookuper: every live key's newest value is there, and deleted keys are not. Once on
+//! the embedded default (SQLite, local directory), once on a PostgreSQL catalog with the
+//! warehouse on an S3-protocol server (`scripts/lake-servers.sh` starts both).
 #![allow(clippy::unwrap_used)] // test code
 
 use std::collections::{BTreeMap, HashMap};
@@ -8,11 +10,13 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, Int64Array, LargeBinaryArray};
 use futures::TryStreamExt;
-use iceberg::io::LocalFsStorageFactory;
+use iceberg::io::{LocalFsStorageFactory, StorageFactory};
 use iceberg::{Catalog, CatalogBuilder, TableIdent};
 use iceberg_catalog_sql::{SQL_CATALOG_PROP_URI, SQL_CATALOG_PROP_WAREHOUSE, SqlCatalogBuilder};
+use iceberg_storage_opendal::OpenDalStorageFactory;
 use tidemark_engine_api::Record;
-use tidemark_lake_iceberg::{EMBEDDED_CATALOG_FILE, IcebergLake, OFFSETS_PROPERTY};
+use tidemark_lake_iceberg::test_servers::TestServers;
+use tidemark_lake_iceberg::{IcebergLake, LakeConfig, OFFSETS_PROPERTY};
 
 /// A row's identity: its bucket and key.
 type Id = (i64, Vec<u8>);
@@ -20,7 +24,24 @@ type Id = (i64, Vec<u8>);
 #[tokio::test]
 async fn another_sql_catalog_reads_every_live_keys_newest_value() {
     let dir = tempfile::tempdir().unwrap();
-    let lake = IcebergLake::open(dir.path()).await.unwrap();
+    let config = LakeConfig::embedded(dir.path());
+    reads_every_live_keys_newest_value(&config, Arc::new(LocalFsStorageFactory)).await;
+}
+
+#[tokio::test]
+async fn another_sql_catalog_reads_every_live_keys_newest_value_on_postgres_and_s3() {
+    let servers = TestServers::get();
+    let config = servers.table(&TestServers::unique_name("catalog"));
+    let storage = Arc::new(OpenDalStorageFactory::S3 {
+        customized_credential_load: None,
+    });
+    reads_every_live_keys_newest_value(&config, storage).await;
+}
+
+/// Writes a table through `config`, then reads it with `iceberg-catalog-sql` over the same
+/// catalog, with `storage` for its files.
+async fn reads_every_live_keys_newest_value(config: &LakeConfig, storage: Arc<dyn StorageFactory>) {
+    let lake = IcebergLake::open_with(config).await.unwrap();
     let writer = lake.tiering_writer().await.unwrap();
     let mut model: BTreeMap<Id, Option<Vec<u8>>> = BTreeMap::new();
     let mut offsets = HashMap::from([(1u64, 0u64), (2, 0)]);
@@ -57,27 +78,30 @@ async fn another_sql_catalog_reads_every_live_keys_newest_value() {
     }
     lake.expire_snapshots(2).await.unwrap();
 
+    // The object store's settings are file IO properties, which the catalog hands its tables.
+    let mut props: HashMap<String, String> = config
+        .storage
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    props.insert(
+        iceberg::io::S3_PATH_STYLE_ACCESS.to_owned(),
+        "true".to_owned(),
+    );
+    props
+        .entry(iceberg::io::S3_REGION.to_owned())
+        .or_insert_with(|| "us-east-1".to_owned());
+    props.insert(SQL_CATALOG_PROP_URI.to_owned(), config.catalog_uri.clone());
+    props.insert(
+        SQL_CATALOG_PROP_WAREHOUSE.to_owned(),
+        lake.location().to_owned(),
+    );
     let catalog = SqlCatalogBuilder::default()
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
-        .load(
-            "tidemark",
-            HashMap::from([
-                (
-                    SQL_CATALOG_PROP_URI.to_owned(),
-                    format!(
-                        "sqlite://{}",
-                        dir.path().join(EMBEDDED_CATALOG_FILE).display()
-                    ),
-                ),
-                (
-                    SQL_CATALOG_PROP_WAREHOUSE.to_owned(),
-                    dir.path().display().to_string(),
-                ),
-            ]),
-        )
+        .with_storage_factory(storage)
+        .load(&config.catalog_name, props)
         .await
         .unwrap();
-    let ident = TableIdent::from_strs(["tidemark", "lake"]).unwrap();
+    let ident = TableIdent::from_strs([config.namespace.as_str(), config.table.as_str()]).unwrap();
     let table = catalog.load_table(&ident).await.unwrap();
     assert_eq!(
         table.metadata_location(),
