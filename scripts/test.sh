@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
+source scripts/lake-servers.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
@@ -31,7 +32,7 @@ echo "== cargo doc (broken or private links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; tidemark_stop_lake_servers' EXIT
 
 echo "== criterion benchmarks in test mode, each once: that they run, not how fast (the first build compiles RocksDB: several minutes)"
 set +e
@@ -42,6 +43,10 @@ echo "benchmarks run once: $(grep -c '^Success' "$log" || true)"
 if [[ $status -ne 0 ]]; then
     exit "$status"
 fi
+
+# The Iceberg lake's tests on a shared catalog and object store run against real servers.
+echo "== lake servers: PostgreSQL and an S3-protocol server on loopback"
+tidemark_start_lake_servers
 
 # --all-features: every backend and the Iceberg lake, and the binary with `compare`, so the
 # command-line tests of `tidemark compare` run too.
