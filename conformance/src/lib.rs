@@ -27,6 +27,9 @@ pub use factory::{Capabilities, EngineFactory};
 #[cfg(feature = "iceberg")]
 pub use bucket::on_iceberg_lake;
 #[doc(hidden)]
+#[cfg(feature = "iceberg")]
+pub use bucket::on_iceberg_shared_lake;
+#[doc(hidden)]
 pub use bucket::on_memory_lake;
 pub use harness::Harness;
 pub use skip::{CaseInfo, Need};

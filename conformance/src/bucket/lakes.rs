@@ -1,6 +1,11 @@
 //! The lakes the lake scenarios run against: [`MemoryLake`], the reference, and (cargo feature
-//! `iceberg`) an Apache Iceberg table on a local directory, written by its tiering writer and
-//! read by its lookuper, with real commits, compaction, expiry and broken files.
+//! `iceberg`) an Apache Iceberg table, written by its tiering writer and read by its lookuper,
+//! with real commits, compaction, expiry and broken files. The table is either local
+//! ([`IcebergTestLake`]: SQLite catalog, temporary directory) or shared
+//! ([`IcebergSharedTestLake`]: its catalog on a PostgreSQL server, its warehouse on an
+//! S3-protocol server, both found through
+//! [`TestServers`](tidemark_lake_iceberg::test_servers::TestServers)); one implementation,
+//! [`IcebergTestLakeOn`], serves both, generic over the [`TableSite`].
 
 use std::sync::Arc;
 
@@ -168,7 +173,9 @@ impl<L: TestLake> TestLake for Arc<L> {
 }
 
 #[cfg(feature = "iceberg")]
-pub use iceberg::IcebergTestLake;
+pub use iceberg::{
+    IcebergSharedTestLake, IcebergTestLake, IcebergTestLakeOn, LocalDir, SharedServers, TableSite,
+};
 
 #[cfg(feature = "iceberg")]
 mod iceberg {
@@ -179,6 +186,7 @@ mod iceberg {
     use tempfile::TempDir;
     use tidemark_bucket::lake::LakeSnapshot;
     use tidemark_engine_api::Record;
+    use tidemark_lake_iceberg::test_servers::TestServers;
     use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, TieringWriter};
 
     use super::TestLake;
@@ -186,23 +194,97 @@ mod iceberg {
     /// The bucket id the scenario's bucket has in the table.
     const BUCKET: u64 = 7;
 
-    /// An Iceberg table in a temporary directory holding one bucket's rows, with its tiering
-    /// writer. Failing means what it means for a real table: its catalog cannot be reached and
-    /// its data files are moved away, so refreshes cannot read the table and lookups cannot read
-    /// their files.
-    pub struct IcebergTestLake {
-        lake: IcebergLake,
-        writer: TieringWriter,
-        retain: std::sync::Mutex<Option<usize>>,
+    /// Where an [`IcebergTestLakeOn`] keeps its table: its catalog and warehouse, and what of
+    /// the warehouse to move away to make the table fail.
+    #[async_trait]
+    pub trait TableSite: Send + Sync + Sized + 'static {
+        /// How test names and messages call a lake on this site.
+        const NAME: &'static str;
+
+        /// Creates a new, empty table, with what must live as long as it.
+        async fn create() -> (IcebergLake, Self);
+
+        /// The directories holding the table's data files, each with where failing moves it:
+        /// the data files as they are stored, so reading them fails as it does when they are
+        /// gone.
+        fn moved(&self, lake: &IcebergLake) -> Vec<(PathBuf, PathBuf)>;
+    }
+
+    /// A table in a temporary directory: the embedded (SQLite) catalog and the directory as
+    /// the warehouse ([`IcebergLake::open`]).
+    pub struct LocalDir {
         _tmp: TempDir,
     }
 
-    impl IcebergTestLake {
-        fn moved(&self) -> [(PathBuf, PathBuf); 1] {
-            let dir = self.lake.dir();
-            [(dir.join("data"), dir.join("data.away"))]
+    #[async_trait]
+    impl TableSite for LocalDir {
+        const NAME: &'static str = "Iceberg lake";
+
+        async fn create() -> (IcebergLake, LocalDir) {
+            let tmp = tempfile::Builder::new()
+                .prefix("tidemark-iceberg-")
+                .tempdir()
+                .expect("create a temporary directory");
+            let lake = IcebergLake::open(tmp.path().join("lake"))
+                .await
+                .expect("create the Iceberg table");
+            (lake, LocalDir { _tmp: tmp })
         }
 
+        fn moved(&self, lake: &IcebergLake) -> Vec<(PathBuf, PathBuf)> {
+            let dir = lake.dir().expect("a local Iceberg table has a directory");
+            vec![(dir.join("data"), dir.join("data.away"))]
+        }
+    }
+
+    /// A table of its own on the shared test servers ([`TestServers`]): its catalog on the
+    /// PostgreSQL server, its warehouse a prefix of the S3-protocol server's bucket. Failing
+    /// moves its data objects away on the S3 server's disk.
+    pub struct SharedServers(TestServers);
+
+    #[async_trait]
+    impl TableSite for SharedServers {
+        const NAME: &'static str = "Iceberg lake on PostgreSQL and S3";
+
+        async fn create() -> (IcebergLake, SharedServers) {
+            let servers = TestServers::get();
+            let config = servers.table(&TestServers::unique_name("conformance"));
+            let lake = IcebergLake::open_with(&config)
+                .await
+                .expect("create the Iceberg table on the test servers");
+            (lake, SharedServers(servers))
+        }
+
+        fn moved(&self, lake: &IcebergLake) -> Vec<(PathBuf, PathBuf)> {
+            let data = format!("{}/data", lake.location());
+            let path = self
+                .0
+                .object_path(&data)
+                .unwrap_or_else(|| panic!("{data} is not on the S3 test server"));
+            let away = path.with_file_name("data.away");
+            vec![(path, away)]
+        }
+    }
+
+    /// An Iceberg table holding one bucket's rows, kept where `S` says, with its tiering
+    /// writer. Failing means what it means for a real table: its catalog cannot be reached and
+    /// its data files are moved away, so refreshes cannot read the table and lookups cannot read
+    /// their files.
+    pub struct IcebergTestLakeOn<S: TableSite> {
+        lake: IcebergLake,
+        writer: TieringWriter,
+        retain: std::sync::Mutex<Option<usize>>,
+        site: S,
+    }
+
+    /// An Iceberg table in a temporary directory ([`LocalDir`]).
+    pub type IcebergTestLake = IcebergTestLakeOn<LocalDir>;
+
+    /// An Iceberg table with its catalog on a PostgreSQL server and its warehouse on an
+    /// S3-protocol server ([`SharedServers`]).
+    pub type IcebergSharedTestLake = IcebergTestLakeOn<SharedServers>;
+
+    impl<S: TableSite> IcebergTestLakeOn<S> {
         async fn expire(&self) {
             let retain = *self
                 .retain
@@ -218,29 +300,24 @@ mod iceberg {
     }
 
     #[async_trait]
-    impl TestLake for IcebergTestLake {
+    impl<S: TableSite> TestLake for IcebergTestLakeOn<S> {
         type Reader = IcebergLookuper;
-        const NAME: &'static str = "Iceberg lake";
+        const NAME: &'static str = S::NAME;
+        // The same on every site: the table's behaviour does not depend on where it is.
         const MOVES_FORWARD_ON_EXPIRY: bool = true;
         const METADATA_ANSWERS_ABSENT_KEYS: bool = true;
 
         async fn create() -> Self {
-            let tmp = tempfile::Builder::new()
-                .prefix("tidemark-iceberg-")
-                .tempdir()
-                .expect("create a temporary directory");
-            let lake = IcebergLake::open(tmp.path().join("lake"))
-                .await
-                .expect("create the Iceberg table");
+            let (lake, site) = S::create().await;
             let writer = lake
                 .tiering_writer()
                 .await
                 .expect("open the tiering writer");
-            IcebergTestLake {
+            IcebergTestLakeOn {
                 lake,
                 writer,
                 retain: std::sync::Mutex::new(None),
-                _tmp: tmp,
+                site,
             }
         }
 
@@ -309,7 +386,7 @@ mod iceberg {
 
         async fn fail(&self, _reader: &IcebergLookuper, failing: bool) {
             self.lake.fail_catalog(failing);
-            for (path, away) in self.moved() {
+            for (path, away) in self.site.moved(&self.lake) {
                 let (from, to) = if failing { (path, away) } else { (away, path) };
                 std::fs::rename(&from, &to)
                     .unwrap_or_else(|e| panic!("move {} to {}: {e}", from.display(), to.display()));

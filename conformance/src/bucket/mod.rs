@@ -90,7 +90,8 @@ macro_rules! for_each_bucket_scenario {
 /// expiry, recovery from its latest snapshot, a lake ahead of the host, a failing lake). Each is
 /// generic over the lake ([`TestLake`]): [`bucket_cases!`](crate::bucket_cases) runs them on
 /// [`MemoryLake`](tidemark_bucket::lake::MemoryLake) and, with cargo feature `iceberg`,
-/// [`iceberg_bucket_cases!`](crate::iceberg_bucket_cases) on an Iceberg table.
+/// [`iceberg_bucket_cases!`](crate::iceberg_bucket_cases) on an Iceberg table, local or on the
+/// shared PostgreSQL and S3-protocol test servers.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! for_each_lake_scenario {
@@ -137,6 +138,13 @@ pub mod on_iceberg_lake {
     crate::for_each_lake_scenario!(__lake_scenario_fns!(super::lakes::IcebergTestLake));
 }
 
+/// The lake scenarios on an Iceberg table with its catalog on PostgreSQL and its warehouse on
+/// an S3-protocol server ([`lakes::IcebergSharedTestLake`]).
+#[cfg(feature = "iceberg")]
+pub mod on_iceberg_shared_lake {
+    crate::for_each_lake_scenario!(__lake_scenario_fns!(super::lakes::IcebergSharedTestLake));
+}
+
 /// Stamps every bucket scenario for one backend: one `#[test] fn <scenario>()` each; the lake
 /// scenarios run on [`MemoryLake`](tidemark_bucket::lake::MemoryLake).
 ///
@@ -150,11 +158,26 @@ macro_rules! bucket_cases {
 }
 
 /// Stamps every lake scenario for one backend on an Iceberg table (cargo feature `iceberg`):
-/// one `#[test] fn <scenario>()` each. Wrap it in `mod bucket_iceberg` so tests read
-/// `<backend>::bucket_iceberg::<scenario>`.
+/// one `#[test] fn <scenario>()` each.
+///
+/// - `iceberg_bucket_cases!($factory)`: on a local table ([`lakes::IcebergTestLake`]: SQLite
+///   catalog, temporary directory). Wrap it in `mod bucket_iceberg` so tests read
+///   `<backend>::bucket_iceberg::<scenario>`.
+/// - `iceberg_bucket_cases!(shared: $factory)`: on a shared table
+///   ([`lakes::IcebergSharedTestLake`]: PostgreSQL catalog, S3-protocol warehouse, the servers
+///   `scripts/lake-servers.sh` starts; without them every test fails saying how to start them).
+///   Wrap it in `mod bucket_iceberg_shared` so tests read
+///   `<backend>::bucket_iceberg_shared::<scenario>`.
 #[cfg(feature = "iceberg")]
 #[macro_export]
 macro_rules! iceberg_bucket_cases {
+    (shared: $factory:expr) => {
+        $crate::for_each_lake_scenario!(__stamp_cases!(
+            $factory,
+            on_iceberg_shared_lake,
+            "bucket_iceberg_shared::"
+        ));
+    };
     ($factory:expr) => {
         $crate::for_each_lake_scenario!(__stamp_cases!(
             $factory,
