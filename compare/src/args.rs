@@ -72,6 +72,19 @@ pub struct CompareArgs {
     /// read Parquet; needs the `iceberg` feature).
     #[arg(long, default_value = "memory")]
     pub lake: LakeKind,
+    /// With --lake iceberg: name each run's table in this catalog (postgres://user:password@host:port/db)
+    /// instead of an SQLite file beside it.
+    #[arg(long, value_name = "URI")]
+    pub lake_catalog: Option<String>,
+    /// With --lake iceberg: keep each run's table under this location (s3://bucket/prefix, or a
+    /// directory) instead of beside its store.
+    #[arg(long, value_name = "LOCATION")]
+    pub lake_warehouse: Option<String>,
+    /// With --lake iceberg: an object store setting, as an Iceberg file IO property
+    /// (s3.endpoint=http://127.0.0.1:9000, s3.access-key-id=…, s3.region=…); repeatable. Unset
+    /// ones come from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub lake_storage: Vec<(String, String)>,
     /// The historical-partitions scenario: this many buckets (at least 2) per backend, siblings
     /// under one root, each trailed by its own lake, a few written at a time (--active) while the
     /// rest sit idle; one Tidemark run per backend instead of the variants. --rate and
@@ -116,6 +129,11 @@ impl CompareArgs {
             sync_writes: self.sync_writes,
             sweep_chunk_rows: self.sweep_chunk_rows,
             lake: self.lake,
+            lake_site: crate::config::LakeSite {
+                catalog: self.lake_catalog.clone(),
+                warehouse: self.lake_warehouse.clone(),
+                storage: self.lake_storage.iter().cloned().collect(),
+            },
             scheduler: defaults
                 .scheduler
                 .clone()
@@ -151,6 +169,14 @@ impl CompareArgs {
     }
 }
 
+/// `KEY=VALUE` as its key and value.
+fn parse_setting(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,11 +202,38 @@ mod tests {
             (200, 20, 60)
         );
         assert_eq!(selection.variants, Variant::ALL.to_vec());
+        if cfg!(feature = "iceberg") {
+            let (config, _) = parse(&[
+                "--lake",
+                "iceberg",
+                "--lake-catalog",
+                "postgres://h/db",
+                "--lake-warehouse",
+                "s3://b/p",
+                "--lake-storage",
+                "s3.endpoint=http://127.0.0.1:9000",
+            ])
+            .unwrap();
+            assert_eq!(config.lake_site.warehouse.as_deref(), Some("s3://b/p"));
+            assert_eq!(
+                config.lake_site.storage["s3.endpoint"],
+                "http://127.0.0.1:9000"
+            );
+            // Not reported: a catalog URI and storage settings may hold secrets.
+            let json = serde_json::to_string(&crate::report::ConfigReport::new(&config)).unwrap();
+            assert!(
+                !json.contains("postgres://") && !json.contains("9000"),
+                "{json}"
+            );
+        }
+        assert!(parse_setting("novalue").is_err() && parse_setting("=v").is_err());
         for (args, named) in [
             (&["--lag", "0"][..], "--lag"),
             (&["--value-size", "4"][..], "--value-size"),
             (&["--rate", "0"][..], "--rate"),
             (&["--variants", "tidemark,tidemark"][..], "named twice"),
+            (&["--lake-catalog", "postgres://h/db"][..], "--lake iceberg"),
+            (&["--lake-warehouse", "s3://b/p"][..], "--lake iceberg"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(named), "{args:?}: {err}");

@@ -154,6 +154,25 @@ pub struct CompareConfig {
     pub lake: LakeKind,
     /// How often a real lake table is compacted and its old snapshots expired.
     pub lake_maintenance_interval: Duration,
+    /// Where a real lake table is kept (default: beside each store, embedded catalog).
+    pub lake_site: LakeSite,
+}
+
+/// Where `--lake iceberg` keeps each run's table: by default a directory beside the store with
+/// its embedded SQLite catalog; with a catalog URI, named in that (PostgreSQL) catalog; with a
+/// warehouse, under that location (`s3://bucket/prefix` or a directory). Each run's table is
+/// its own (its own catalog name and location below the warehouse).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LakeSite {
+    /// The catalog URI (`postgres://…`); not reported, as it may hold a password.
+    #[serde(skip)]
+    pub catalog: Option<String>,
+    /// The warehouse the runs' tables go under.
+    pub warehouse: Option<String>,
+    /// Object store settings (Iceberg file IO properties: `s3.endpoint`, `s3.access-key-id`, …);
+    /// not reported, as they may hold secrets. Unset ones come from the `AWS_*` environment.
+    #[serde(skip)]
+    pub storage: std::collections::BTreeMap<String, String>,
 }
 
 /// The most records per batch (`--batch`).
@@ -192,6 +211,7 @@ impl Default for CompareConfig {
             scheduler: SchedulerConfig::default(),
             lake: LakeKind::Memory,
             lake_maintenance_interval: Duration::from_secs(2),
+            lake_site: LakeSite::default(),
         }
     }
 }
@@ -258,6 +278,16 @@ impl CompareConfig {
                 "--lake iceberg needs a build with the `iceberg` feature: run \
                  ./scripts/compare.sh --lake iceberg, or cargo run -p tidemark-cli --features \
                  iceberg -- compare --lake iceberg"
+                    .into(),
+            );
+        }
+        let site = &self.lake_site;
+        if self.lake != LakeKind::Iceberg
+            && (site.catalog.is_some() || site.warehouse.is_some() || !site.storage.is_empty())
+        {
+            return fail(
+                "--lake-catalog, --lake-warehouse and --lake-storage place an Iceberg table: \
+                 they need --lake iceberg"
                     .into(),
             );
         }

@@ -110,6 +110,9 @@ pub struct ConfigReport {
     pub sweep_chunk_rows: Option<usize>,
     /// The lake table: `memory` or `iceberg`.
     pub lake: LakeKind,
+    /// Where an Iceberg table was kept when not beside its store (`warehouse`; the catalog
+    /// and object store settings are not reported, as they may hold secrets).
+    pub lake_site: crate::config::LakeSite,
     /// Seed of the stream, the lag and the reader.
     pub seed: u64,
     /// The most a latency percentile (not a windowed p99, not a maximum) differs from the
@@ -139,6 +142,7 @@ impl ConfigReport {
             sync_writes: config.sync_writes,
             sweep_chunk_rows: config.sweep_chunk_rows,
             lake: config.lake,
+            lake_site: config.lake_site.clone(),
             seed: config.seed,
             percentile_relative_error: histogram::RELATIVE_ERROR,
         }

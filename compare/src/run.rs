@@ -235,7 +235,13 @@ async fn run_async(setup: RunSetup) -> Result<RunOutcome> {
         config.value_size,
     );
     let lake = Arc::new(StreamLake::new(stream.clone(), LAKE_SNAPSHOTS_KEPT));
-    let tiering = Tiering::open(config.lake, &setup.lake_dir, LAKE_SNAPSHOTS_KEPT).await?;
+    let tiering = Tiering::open(
+        config.lake,
+        &setup.lake_dir,
+        &config.lake_site,
+        LAKE_SNAPSHOTS_KEPT,
+    )
+    .await?;
     let lookuper = Arc::new(TimedLake::new(tiering.lookuper(&lake)));
     let scheduler = match setup.variant {
         Variant::Tidemark => Some(ReclaimScheduler::new(config.scheduler.clone())?),
@@ -1040,21 +1046,61 @@ mod tests {
     #[test]
     fn runs_against_an_iceberg_table_answer_every_lookup_right() {
         let tmp = tempfile::tempdir().unwrap();
+        runs_against_an_iceberg_table(tmp.path(), crate::config::LakeSite::default());
+        let tables = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".lake"));
+        for table in tables {
+            let parquet = std::fs::read_dir(table.path().join("data"))
+                .unwrap()
+                .count();
+            assert!(parquet > 0, "{:?} has data files", table.path());
+        }
+    }
+
+    /// The same, with each run's table named in a PostgreSQL catalog and kept on an S3-protocol
+    /// server (the ones `scripts/lake-servers.sh` starts, which test.sh runs).
+    #[cfg(feature = "iceberg")]
+    #[test]
+    fn runs_against_an_iceberg_table_on_postgres_and_s3_answer_every_lookup_right() {
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| {
+                panic!("{name} is not set: run ./scripts/test.sh, which starts the lake servers")
+            })
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let site = crate::config::LakeSite {
+            catalog: Some(var("TIDEMARK_TEST_POSTGRES_URL")),
+            warehouse: Some(format!("s3://{}/compare", var("TIDEMARK_TEST_S3_BUCKET"))),
+            storage: [
+                ("s3.endpoint", var("TIDEMARK_TEST_S3_ENDPOINT")),
+                ("s3.access-key-id", var("TIDEMARK_TEST_S3_ACCESS_KEY")),
+                ("s3.secret-access-key", var("TIDEMARK_TEST_S3_SECRET_KEY")),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+        };
+        runs_against_an_iceberg_table(tmp.path(), site);
+    }
+
+    #[cfg(feature = "iceberg")]
+    fn runs_against_an_iceberg_table(dir: &Path, lake_site: crate::config::LakeSite) {
         let config = CompareConfig {
             lake: crate::config::LakeKind::Iceberg,
             lake_maintenance_interval: Duration::from_millis(100),
+            lake_site,
             ..quick()
         };
+        config.validate().unwrap();
         for variant in [Variant::Tidemark, Variant::AllOrNothing] {
-            let setup = setup(Backend::Memory, variant, config.clone(), tmp.path());
-            let table = setup.lake_dir.clone();
+            let setup = setup(Backend::Memory, variant, config.clone(), dir);
             let run = run(setup).unwrap();
             let what = format!("{variant}: {:?}", run.problems);
             assert_eq!((run.mismatches, run.lookup_errors), (0, 0), "{what}");
             assert!(run.checked > run.lookups.all.count(), "{what}");
             assert!(run.maintenance.compactions.count() > 0, "{what}");
-            let parquet = std::fs::read_dir(table.join("data")).unwrap().count();
-            assert!(parquet > 0, "{what}: the table has data files");
             if variant == Variant::Tidemark {
                 assert!(
                     run.lake_lookups.count() > 0,

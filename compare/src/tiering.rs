@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::Result;
-use crate::config::LakeKind;
+use crate::config::{LakeKind, LakeSite};
 use crate::histogram::Histogram;
 use crate::lake::StreamLake;
 
@@ -35,17 +35,23 @@ pub struct Maintenance {
 }
 
 impl Tiering {
-    /// The lake of `kind`; an Iceberg table is created at `dir`, which must not hold one.
-    pub async fn open(kind: LakeKind, dir: &Path, snapshots_kept: usize) -> Result<Tiering> {
+    /// The lake of `kind`; an Iceberg table is created at `dir` (which must not hold one) or
+    /// where `site` says.
+    pub async fn open(
+        kind: LakeKind,
+        dir: &Path,
+        site: &LakeSite,
+        snapshots_kept: usize,
+    ) -> Result<Tiering> {
         match kind {
             LakeKind::Memory => Ok(Tiering::Memory),
             #[cfg(feature = "iceberg")]
             LakeKind::Iceberg => Ok(Tiering::Iceberg(
-                iceberg_table::IcebergTiering::open(dir, snapshots_kept).await?,
+                iceberg_table::IcebergTiering::open(dir, site, snapshots_kept).await?,
             )),
             #[cfg(not(feature = "iceberg"))]
             LakeKind::Iceberg => {
-                let _ = (dir, snapshots_kept);
+                let _ = (dir, site, snapshots_kept);
                 Err(crate::Error::Unsupported(
                     "--lake iceberg: this build has no `iceberg` feature".into(),
                 ))
@@ -108,11 +114,11 @@ mod iceberg_table {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use tidemark::iceberg::{IcebergLake, TieringWriter};
+    use tidemark::iceberg::{IcebergLake, LakeConfig, TableLocation, TieringWriter};
     use tidemark::{LakeLookuper, LakeSnapshot, Record};
     use tokio::sync::watch;
 
-    use super::Maintenance;
+    use super::{LakeSite, Maintenance};
     use crate::{Error, Result};
 
     /// The run's one bucket in the table.
@@ -126,8 +132,37 @@ mod iceberg_table {
         snapshots_kept: usize,
     }
 
+    /// The run's own table: at `dir` with an embedded catalog by default; named in the site's
+    /// catalog and under its warehouse when it has them, in both cases by a name no other run
+    /// has.
+    fn table_config(dir: &Path, site: &LakeSite) -> LakeConfig {
+        let run = format!(
+            "{}-{}-{}",
+            dir.file_name()
+                .map_or_else(|| "run".into(), |n| n.to_string_lossy()),
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let location: TableLocation = match &site.warehouse {
+            Some(warehouse) => format!("{}/{run}", warehouse.trim_end_matches('/')).into(),
+            None => dir.into(),
+        };
+        let mut config = match &site.catalog {
+            Some(uri) => LakeConfig::shared(uri.clone(), location),
+            None => LakeConfig {
+                location,
+                ..LakeConfig::embedded(dir)
+            },
+        };
+        config.catalog_name = run;
+        config.storage = site.storage.clone();
+        config
+    }
+
     impl IcebergTiering {
-        pub async fn open(dir: &Path, snapshots_kept: usize) -> Result<Self> {
+        pub async fn open(dir: &Path, site: &LakeSite, snapshots_kept: usize) -> Result<Self> {
             if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
                 return Err(Error::Config(format!(
                     "{} is not empty (a lake of an earlier comparison?): give --dir an empty or \
@@ -135,7 +170,7 @@ mod iceberg_table {
                     dir.display()
                 )));
             }
-            let lake = IcebergLake::open(dir).await?;
+            let lake = IcebergLake::open_with(&table_config(dir, site)).await?;
             let writer = Arc::new(lake.tiering_writer().await?);
             Ok(IcebergTiering {
                 lake,
