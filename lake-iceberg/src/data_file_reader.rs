@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -157,11 +158,41 @@ fn check_footer(footer: &ParquetMetaData, size: u64) -> std::result::Result<(), 
     Ok(())
 }
 
-/// The indexes of data files, by path, shared by every lookuper of a lake.
+/// What a lake's lookups have read from its data files. On an object store every read is one
+/// ranged GET request; on a local warehouse, one positioned read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataFileReads {
+    /// Data file indexes (footer, page index, bloom filters) read: once per file while its
+    /// index stays cached.
+    pub indexes: u64,
+    /// Reads (requests), indexes' included.
+    pub reads: u64,
+    /// Bytes those reads returned.
+    pub bytes: u64,
+}
+
+/// The counters behind [`DataFileReads`], shared with every open data file.
+#[derive(Debug, Default)]
+pub(crate) struct ReadCounters {
+    indexes: AtomicU64,
+    reads: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl ReadCounters {
+    fn read(&self, bytes: usize) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// The indexes of data files, by path, shared by every lookuper of a lake, and what the
+/// lookups read.
 pub(crate) struct FileIndexes {
     cached: Mutex<Cached>,
     /// Bytes of indexes kept at most.
     capacity: usize,
+    counters: Arc<ReadCounters>,
 }
 
 impl Default for FileIndexes {
@@ -193,6 +224,16 @@ impl FileIndexes {
         FileIndexes {
             cached: Mutex::default(),
             capacity,
+            counters: Arc::default(),
+        }
+    }
+
+    /// What the lookups have read so far.
+    pub(crate) fn reads(&self) -> DataFileReads {
+        DataFileReads {
+            indexes: self.counters.indexes.load(Ordering::Relaxed),
+            reads: self.counters.reads.load(Ordering::Relaxed),
+            bytes: self.counters.bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -237,8 +278,13 @@ impl FileIndexes {
 }
 
 /// Opens the data file at `path` (`size` bytes, as its manifest entry says) for Parquet's record
-/// batch stream.
-pub(crate) async fn open(file_io: &FileIO, path: &str, size: u64) -> Result<DataFileBytes> {
+/// batch stream, its reads counted in `indexes`.
+pub(crate) async fn open(
+    file_io: &FileIO,
+    indexes: &FileIndexes,
+    path: &str,
+    size: u64,
+) -> Result<DataFileBytes> {
     let cannot_open = |e| lake_error(format!("cannot open the lake data file {path}"), e);
     let read = file_io
         .new_input(path)
@@ -246,7 +292,11 @@ pub(crate) async fn open(file_io: &FileIO, path: &str, size: u64) -> Result<Data
         .reader()
         .await
         .map_err(cannot_open)?;
-    Ok(DataFileBytes { read, size })
+    Ok(DataFileBytes {
+        read,
+        size,
+        counters: Arc::clone(&indexes.counters),
+    })
 }
 
 /// The index of the data file at `path`, from `indexes`, or read from the file and kept there.
@@ -260,7 +310,8 @@ pub(crate) async fn index(
     if let Some(index) = indexes.get(&file) {
         return Ok(index);
     }
-    let mut bytes = open(file_io, path, size).await?;
+    let mut bytes = open(file_io, indexes, path, size).await?;
+    indexes.counters.indexes.fetch_add(1, Ordering::Relaxed);
     let index = Arc::new(FileIndex::read(&mut bytes, path).await?);
     indexes.insert(file, Arc::clone(&index));
     Ok(index)
@@ -301,6 +352,7 @@ fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
 pub(crate) struct DataFileBytes {
     read: Box<dyn FileRead>,
     size: u64,
+    counters: Arc<ReadCounters>,
 }
 
 impl AsyncFileReader for DataFileBytes {
@@ -310,9 +362,14 @@ impl AsyncFileReader for DataFileBytes {
             let empty = empty_range(&range);
             return async move { empty }.boxed();
         }
+        let counters = Arc::clone(&self.counters);
         self.read
             .read(range)
-            .map(|read| read.map_err(|e| ParquetError::External(Box::new(e))))
+            .map(move |read| {
+                let bytes = read.map_err(|e| ParquetError::External(Box::new(e)))?;
+                counters.read(bytes.len());
+                Ok(bytes)
+            })
             .boxed()
     }
 
@@ -324,15 +381,16 @@ impl AsyncFileReader for DataFileBytes {
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         async move {
             let reads = coalesce(&ranges, READ_GAP);
-            let mut fetched = Vec::with_capacity(reads.len());
-            for read in &reads {
-                let bytes = self
-                    .read
-                    .read(read.clone())
-                    .await
-                    .map_err(|e| ParquetError::External(Box::new(e)))?;
-                fetched.push(bytes);
-            }
+            // At once: on an object store each read is a request whose round trip dominates.
+            let fetched: Vec<Bytes> = futures::future::try_join_all(reads.iter().map(|read| {
+                let counters = &self.counters;
+                self.read.read(read.clone()).map(move |bytes| {
+                    let bytes = bytes.map_err(|e| ParquetError::External(Box::new(e)))?;
+                    counters.read(bytes.len());
+                    Ok::<_, ParquetError>(bytes)
+                })
+            }))
+            .await?;
             ranges
                 .iter()
                 .map(|range| {

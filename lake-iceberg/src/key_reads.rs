@@ -223,7 +223,7 @@ pub(crate) async fn versions(
         // The file is not opened: its index rules every key out.
         return Ok(Vec::new());
     }
-    let bytes = data_file_reader::open(file_io, path, size).await?;
+    let bytes = data_file_reader::open(file_io, indexes, path, size).await?;
     let cannot_read = |e| lake_error(format!("cannot read the lake data file {path}"), e);
     let batches: Vec<RecordBatch> =
         ParquetRecordBatchStreamBuilder::new_with_metadata(bytes, index.footer.clone())

@@ -10,7 +10,7 @@ use iceberg::{TableCreation, TableIdent};
 use tidemark_bucket::{Error, LakeSnapshot, Result};
 
 use crate::catalog::LakeCatalog;
-use crate::data_file_reader::FileIndexes;
+use crate::data_file_reader::{DataFileReads, FileIndexes};
 use crate::data_files::FileLayout;
 use crate::error::lake_error;
 use crate::location::TableLocation;
@@ -239,6 +239,12 @@ impl IcebergLake {
             .metadata_location()
             .map(str::to_owned)
             .ok_or_else(|| Error::lake("the lake table handle has no metadata location"))
+    }
+
+    /// What this handle's lookups have read from data files so far (requests, on an object
+    /// store), indexes included.
+    pub fn data_file_reads(&self) -> DataFileReads {
+        self.inner.file_indexes.reads()
     }
 
     /// Test hook: makes this handle's reads of the catalog fail (or work again), as they do

@@ -41,6 +41,7 @@ mod testing;
 mod warehouse;
 mod writer;
 
+pub use data_file_reader::DataFileReads;
 pub use lake::{EMBEDDED_CATALOG_FILE, IcebergLake, LakeConfig};
 pub use location::TableLocation;
 pub use lookuper::{IcebergLookuper, LookuperCounters};

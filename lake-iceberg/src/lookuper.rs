@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use async_trait::async_trait;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::expr::{Predicate, Reference};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::Datum;
@@ -207,13 +207,18 @@ impl IcebergLookuper {
             .await
             .map_err(|e| lake_error("cannot plan a lake lookup", e))?;
         let wanted = WantedKeys::new(self.bucket, keys);
-        let mut versions = Vec::new();
-        for task in &tasks {
-            versions.extend(
-                key_reads::versions(table.file_io(), self.lake.file_indexes(), task, &wanted)
-                    .await?,
-            );
-        }
+        // The files are read concurrently: on an object store each read is a request whose
+        // round trip dominates, and a batch's keys are in many files.
+        let (file_io, indexes) = (table.file_io(), self.lake.file_indexes());
+        let reads: Vec<_> = tasks
+            .iter()
+            .map(|task| key_reads::versions(file_io, indexes, task, &wanted))
+            .collect();
+        let per_file: Vec<Vec<crate::rows::Row>> = futures::stream::iter(reads)
+            .buffered(FILES_READ_AT_ONCE)
+            .try_collect()
+            .await?;
+        let versions = per_file.into_iter().flatten();
         // The newest version of each key below the served end wins.
         let mut newest = Newest::default();
         for row in versions {
@@ -227,6 +232,9 @@ impl IcebergLookuper {
             .collect())
     }
 }
+
+/// Data files a lookup reads at once.
+const FILES_READ_AT_ONCE: usize = 8;
 
 /// Batches up to this many keys plan their files key by key; larger ones by their key range.
 const KEYS_FILTERED_ONE_BY_ONE: usize = 8;

@@ -467,3 +467,43 @@ async fn long_keys_at_a_files_edge_answer_the_model() {
         }
     }
 }
+
+/// Each data file's index is read once, by the first lookup that needs the file, and shared by
+/// every lookuper of the handle; later lookups read only pages, and every read is counted.
+#[tokio::test]
+async fn each_data_files_index_is_read_once_and_every_read_is_counted() {
+    let (_dir, lake, writer) = new_lake().await;
+    // Two commits, two data files, both spanning keys a..c.
+    tier(&writer, 1, [put("a", 0), put("c", 1)], 2).await;
+    let snapshot = tier(&writer, 1, [put("a", 2), put("b", 3), put("c", 4)], 5).await;
+    let lookuper = serving(&lake, 1, snapshot).await;
+    assert_eq!(
+        lake.data_file_reads().reads,
+        0,
+        "nothing is read before a lookup"
+    );
+
+    assert_eq!(lookuper.lookup(b"c").await.unwrap(), value("c", 4));
+    let first = lake.data_file_reads();
+    assert_eq!(
+        first.indexes, 2,
+        "the first lookup reads both files' indexes"
+    );
+    assert!(first.reads > first.indexes && first.bytes > 0, "{first:?}");
+
+    for _ in 0..3 {
+        let other = lake.lookuper(1);
+        other.refresh(snapshot).await.unwrap();
+        let answers = other.lookup_many(&keys(&["a", "b", "c"])).await.unwrap();
+        assert_eq!(answers, vec![value("a", 2), value("b", 3), value("c", 4)]);
+    }
+    let later = lake.data_file_reads();
+    assert_eq!(
+        later.indexes, 2,
+        "indexes are read once per file: {later:?}"
+    );
+    assert!(
+        later.reads > first.reads,
+        "page reads are counted: {later:?}"
+    );
+}

@@ -3,7 +3,11 @@
 //! whose lookuper is an `IcebergLookuper` (feature `iceberg`).
 //!
 //! `cargo run -q -p tidemark-benches --features iceberg --bin lake-cost -- [--backend redb]
-//! [--keys 100000] [--commits 10] [--local 10000] [--lookups 2000] [--batches 50]`
+//! [--keys 100000] [--commits 10] [--local 10000] [--lookups 2000] [--batches 50]
+//! [--lake-warehouse s3://bucket/prefix [--lake-catalog postgres://…] [--lake-storage K=V]…]`
+//!
+//! With `--lake-warehouse`, the same measurement runs again in the same process on a table
+//! there (an S3-protocol object store, say), and the ratios to the local table are printed.
 //!
 //! Setup (untimed): `--keys` distinct keys with 100-byte values are tiered into bucket 0 of a
 //! fresh Iceberg table in `--commits` commits of equal size, the keys shuffled across commits
@@ -37,7 +41,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use tidemark::bucket::{HistoricalBucket, LakeLookuper, LakeSnapshot, Progress};
 use tidemark::{Backend, BucketStats, EngineOptions, Record, WriteBatch};
-use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, LookuperCounters};
+use tidemark_lake_iceberg::{IcebergLake, IcebergLookuper, LakeConfig, LookuperCounters};
 use tidemark_test_support::rng::SplitMix64;
 
 /// A run fails with an engine, bucket, lake or I/O error, or a wrong answer, each printed as it is.
@@ -63,6 +67,19 @@ struct Args {
     /// Batches of 100 keys for `lookup_many` vs 100 single lookups.
     #[arg(long, default_value_t = 50)]
     batches: u64,
+    /// Also measure, in the same run, a table under this location (`s3://bucket/prefix`), and
+    /// report its figures beside the local table's.
+    #[arg(long, value_name = "LOCATION")]
+    lake_warehouse: Option<String>,
+    /// The catalog of the --lake-warehouse table (default: an SQLite file in a temporary
+    /// directory).
+    #[arg(long, value_name = "URI")]
+    lake_catalog: Option<String>,
+    /// An object store setting for --lake-warehouse, as an Iceberg file IO property
+    /// (s3.endpoint=…, s3.access-key-id=…); repeatable; unset ones come from the AWS_*
+    /// environment.
+    #[arg(long, value_name = "KEY=VALUE")]
+    lake_storage: Vec<String>,
 }
 
 /// The lake's bucket.
@@ -258,6 +275,12 @@ struct Figures {
     many_total: Duration,
     singles_total: Duration,
     batches: u64,
+    /// Data file reads (object store requests) per lake lookup, per `lookup_many`, and per
+    /// single lookup of a batch; and indexes read during the timed phases.
+    reads_per_lookup: f64,
+    reads_per_many: f64,
+    reads_per_batch_single: f64,
+    timed_index_reads: u64,
 }
 
 /// What the counters moved by during a phase.
@@ -317,6 +340,7 @@ fn check_counts(
 }
 
 async fn measure(
+    lake: &IcebergLake,
     bucket: &HistoricalBucket,
     lookuper: &IcebergLookuper,
     space: &KeySpace,
@@ -341,6 +365,7 @@ async fn measure(
         std::hint::black_box(bucket.lookup_many(&keys).await?);
     }
 
+    let timed_from = lake.data_file_reads();
     // 1. Local hits.
     let ids = sample(&space.local, args.lookups, &mut rng);
     let keys: Vec<Vec<u8>> = ids.iter().map(|&i| key(i)).collect();
@@ -372,6 +397,7 @@ async fn measure(
     let mut each = Vec::with_capacity(keys.len());
     let mut lookuper_time = Duration::ZERO;
     let (s0, c0) = (bucket.stats(), lookuper.counters());
+    let reads_before = lake.data_file_reads().reads;
     for (n, k) in keys.iter().enumerate() {
         if n % 2 == 1 {
             let started = Instant::now();
@@ -388,6 +414,7 @@ async fn measure(
             lookuper_time += started.elapsed();
         }
     }
+    let lookup_reads = lake.data_file_reads().reads - reads_before;
     check_counts(
         "lake lookups",
         (s0, bucket.stats()),
@@ -407,30 +434,36 @@ async fn measure(
     // alternates, so neither always meets the other's warmed caches.
     let mut many_total = Duration::ZERO;
     let mut singles_total = Duration::ZERO;
+    let (mut many_reads, mut singles_reads) = (0, 0);
     let (s0, c0) = (bucket.stats(), lookuper.counters());
     for b in 0..args.batches {
         let ids = distinct(&space.lake_only, BATCH, &mut rng);
         let keys: Vec<Vec<u8>> = ids.iter().map(|&i| key(i)).collect();
         let mut singles = Vec::with_capacity(BATCH);
         let (many, many_time, singles_time);
+        let reads = || lake.data_file_reads().reads;
         if b % 2 == 0 {
-            let started = Instant::now();
+            let (r0, started) = (reads(), Instant::now());
             many = bucket.lookup_many(&keys).await?;
             many_time = started.elapsed();
-            let started = Instant::now();
+            many_reads += reads() - r0;
+            let (r0, started) = (reads(), Instant::now());
             for k in &keys {
                 singles.push(bucket.lookup(k).await?);
             }
             singles_time = started.elapsed();
+            singles_reads += reads() - r0;
         } else {
-            let started = Instant::now();
+            let (r0, started) = (reads(), Instant::now());
             for k in &keys {
                 singles.push(bucket.lookup(k).await?);
             }
             singles_time = started.elapsed();
-            let started = Instant::now();
+            singles_reads += reads() - r0;
+            let (r0, started) = (reads(), Instant::now());
             many = bucket.lookup_many(&keys).await?;
             many_time = started.elapsed();
+            many_reads += reads() - r0;
         }
         many_total += many_time;
         singles_total += singles_time;
@@ -457,6 +490,11 @@ async fn measure(
         many_total,
         singles_total,
         batches: args.batches,
+        // Bucket and lookuper lookups alike: each of the keys was looked up twice.
+        reads_per_lookup: lookup_reads as f64 / (2 * args.lookups) as f64,
+        reads_per_many: many_reads as f64 / args.batches.max(1) as f64,
+        reads_per_batch_single: singles_reads as f64 / batch_keys.max(1) as f64,
+        timed_index_reads: lake.data_file_reads().indexes - timed_from.indexes,
     })
 }
 
@@ -482,6 +520,12 @@ fn report(name: &str, f: &Figures) {
         human(mean(f.singles_total, f.batches * BATCH as u64)),
     );
     println!(
+        "  data file reads (object store requests): {:.2} per lake lookup, {:.1} per \
+         lookup_many({BATCH}), {:.2} per single lookup of a batch; file indexes read while \
+         timed: {}",
+        f.reads_per_lookup, f.reads_per_many, f.reads_per_batch_single, f.timed_index_reads
+    );
+    println!(
         "  ratios: lake lookup / local hit {:.0}; lookup_many({BATCH}) / {BATCH} lookups {:.3} \
          (target <= 0.2: {})",
         f.lake_mean.as_secs_f64() / f.local_mean.as_secs_f64().max(1e-12),
@@ -490,7 +534,61 @@ fn report(name: &str, f: &Figures) {
     );
 }
 
+/// Where a measured table is: a local directory (embedded catalog), or named by a config.
+enum Site {
+    Local,
+    Shared(LakeConfig),
+}
+
 async fn run(args: Args) -> Result<()> {
+    let local = run_on(&args, &Site::Local).await?;
+    let Some(warehouse) = &args.lake_warehouse else {
+        return Ok(());
+    };
+    let tmp = tempfile::tempdir()?;
+    let catalog = match &args.lake_catalog {
+        Some(uri) => uri.clone(),
+        None => format!("sqlite://{}", tmp.path().join("catalog.sqlite").display()),
+    };
+    let run_name = format!(
+        "lake-cost-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos()
+    );
+    let mut config = LakeConfig::shared(
+        catalog,
+        format!("{}/{run_name}", warehouse.trim_end_matches('/')),
+    );
+    config.catalog_name = run_name;
+    for setting in &args.lake_storage {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| format!("--lake-storage takes KEY=VALUE, not {setting:?}"))?;
+        config.storage.insert(key.to_owned(), value.to_owned());
+    }
+    println!();
+    let shared = run_on(&args, &Site::Shared(config)).await?;
+    for (name, local, shared) in [
+        ("as tiered", &local.0, &shared.0),
+        ("compacted", &local.1, &shared.1),
+    ] {
+        println!(
+            "{name}, {warehouse} / local: lake lookup {:.1}x (mean), lookup_many({BATCH}) {:.1}x; \
+             reads per lake lookup {:.2} vs {:.2}",
+            shared.lake_mean.as_secs_f64() / local.lake_mean.as_secs_f64().max(1e-12),
+            shared.many_total.as_secs_f64() / local.many_total.as_secs_f64().max(1e-12),
+            shared.reads_per_lookup,
+            local.reads_per_lookup,
+        );
+    }
+    Ok(())
+}
+
+/// Tiers the keys into a new table at `site`, measures it as tiered and compacted, and prints
+/// both; returns their figures.
+async fn run_on(args: &Args, site: &Site) -> Result<(Figures, Figures)> {
     ensure(args.commits >= 1, || {
         "--commits must be at least 1".to_owned()
     })?;
@@ -509,7 +607,10 @@ async fn run(args: Args) -> Result<()> {
     let lake_dir = tmp.path().join("lake");
 
     // Tier every key into the lake, shuffled across equal commits.
-    let lake = IcebergLake::open(&lake_dir).await?;
+    let lake = match site {
+        Site::Local => IcebergLake::open(&lake_dir).await?,
+        Site::Shared(config) => IcebergLake::open_with(config).await?,
+    };
     let writer = lake.tiering_writer().await?;
     let mut order: Vec<u64> = (0..n).collect();
     shuffle(&mut order, &mut SplitMix64::new(0x71E4));
@@ -529,7 +630,14 @@ async fn run(args: Args) -> Result<()> {
     ensure(tiered.end_offset == n, || {
         format!("the lake ends at {}, not {n}", tiered.end_offset)
     })?;
-    let files = data_files(&lake_dir)?;
+    let files = match site {
+        Site::Local => data_files(&lake_dir)?,
+        Site::Shared(_) => DataFiles::default(),
+    };
+    let site_name = match site {
+        Site::Local => "on a local directory".to_owned(),
+        Site::Shared(config) => format!("at {}", config.location),
+    };
 
     // The bucket: an empty store, recovered from the empty lake, then the local keys applied at
     // offsets from the lake's end on, then told of the lake's snapshot.
@@ -583,9 +691,9 @@ async fn run(args: Args) -> Result<()> {
     )?;
 
     println!(
-        "lake-cost: {} store holding {} keys locally; Iceberg lake of {n} keys ({VALUE}-byte \
-         values) tiered in {} commits, keys shuffled across them; {} lookups, {} batches of \
-         {BATCH}",
+        "lake-cost: {} store holding {} keys locally; Iceberg lake {site_name} of {n} keys \
+         ({VALUE}-byte values) tiered in {} commits, keys shuffled across them; {} lookups, {} \
+         batches of {BATCH}",
         args.backend.name(),
         args.local,
         args.commits,
@@ -599,13 +707,16 @@ async fn run(args: Args) -> Result<()> {
              path, so lake lookups here cost more than with RUST_LIB_BACKTRACE=0"
         );
     }
-    let tiered_figures = measure(&bucket, &lookuper, &space, &args, 1).await?;
+    let tiered_figures = measure(&lake, &bucket, &lookuper, &space, args, 1).await?;
     report(
-        &format!(
-            "as tiered ({} data files, one per commit, {:.1} MiB)",
-            files.count,
-            files.mib()
-        ),
+        &match site {
+            Site::Local => format!(
+                "as tiered ({} data files, one per commit, {:.1} MiB)",
+                files.count,
+                files.mib()
+            ),
+            Site::Shared(_) => format!("as tiered ({} data files, one per commit)", args.commits),
+        },
         &tiered_figures,
     );
 
@@ -624,21 +735,25 @@ async fn run(args: Args) -> Result<()> {
         matches!(progress, Progress::Published { refreshed: true, update, .. } if !update.moved),
         || format!("lake progress to the compacted {latest:?}: {progress:?}"),
     )?;
-    let files = data_files(&lake_dir)?;
-    ensure(files.count == 1, || {
+    let files = match site {
+        Site::Local => data_files(&lake_dir)?,
+        Site::Shared(_) => DataFiles::default(),
+    };
+    ensure(files.count == 1 || matches!(site, Site::Shared(_)), || {
         format!(
             "the compacted, expired lake has {} data files, not 1",
             files.count
         )
     })?;
-    let compacted_figures = measure(&bucket, &lookuper, &space, &args, 2).await?;
+    let compacted_figures = measure(&lake, &bucket, &lookuper, &space, args, 2).await?;
+    let held = match site {
+        Site::Local => format!("{} data file, {:.1} MiB; ", files.count, files.mib()),
+        Site::Shared(_) => String::new(),
+    };
     report(
         &format!(
-            "compacted ({} data file, {:.1} MiB; expiry removed {} snapshots, {} files)",
-            files.count,
-            files.mib(),
-            expiry.snapshots,
-            expiry.files
+            "compacted ({held}expiry removed {} snapshots, {} files)",
+            expiry.snapshots, expiry.files
         ),
         &compacted_figures,
     );
@@ -650,7 +765,7 @@ async fn run(args: Args) -> Result<()> {
     );
 
     bucket.close().await?;
-    Ok(())
+    Ok((tiered_figures, compacted_figures))
 }
 
 fn main() -> ExitCode {
