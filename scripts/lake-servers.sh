@@ -61,10 +61,10 @@ tidemark_ensure_postgres() {
 
 tidemark_build_s3_server() {
     # The workspace's S3 server (shares the test build's dependencies).
-    cargo build --quiet -p tidemark-lake-s3-server ||
+    # Cargo says where it put the executable (whatever the target directory or triple).
+    TIDEMARK_S3_SERVER=$(cargo build --quiet -p tidemark-lake-s3-server --message-format=json-render-diagnostics |
+        sed -n 's/.*"executable":"\([^"]*tidemark-lake-s3-server\)".*/\1/p' | tail -n 1) ||
         tidemark_lake_die "cannot build the S3 test server (cargo build -p tidemark-lake-s3-server)"
-    TIDEMARK_S3_SERVER="$(cargo metadata --format-version 1 --no-deps |
-        sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/tidemark-lake-s3-server"
     [[ -x "$TIDEMARK_S3_SERVER" ]] || tidemark_lake_die "the S3 test server was built but $TIDEMARK_S3_SERVER is missing"
 }
 
@@ -82,10 +82,16 @@ tidemark_start_postgres() {
     bin=$(tidemark_postgres_bin)
     dir="$TIDEMARK_LAKE_SERVERS_DIR/postgres"
     mkdir -p "$dir"
-    [[ $(id -u) -eq 0 ]] && chown postgres: "$dir"
+    if [[ $(id -u) -eq 0 ]]; then
+        id postgres >/dev/null 2>&1 ||
+            tidemark_lake_die "PostgreSQL refuses to run as root, and there is no 'postgres' user to run it as (Debian's postgresql package creates one)"
+        chown postgres: "$dir"
+    fi
     tidemark_as_postgres "$bin/initdb" --pgdata="$dir/data" --username=tidemark --auth=trust \
         --no-sync --no-instructions >"$TIDEMARK_LAKE_SERVERS_DIR/initdb.log" 2>&1 ||
         tidemark_lake_die "initdb failed: $(tail -n 5 "$TIDEMARK_LAKE_SERVERS_DIR/initdb.log")"
+    # Set before any start, so that the stop stops a server whatever became of its start.
+    TIDEMARK_POSTGRES_BIN="$bin"
     for attempt in 1 2 3 4 5; do
         port=$(tidemark_free_port)
         # Test data only: fsync off. Enough connections for every test's pool at once.
@@ -93,10 +99,11 @@ tidemark_start_postgres() {
             --log="$dir/server.log" \
             -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=off -c max_connections=400" \
             start >/dev/null 2>&1; then
-            TIDEMARK_POSTGRES_BIN="$bin"
             export TIDEMARK_TEST_POSTGRES_URL="postgres://tidemark@127.0.0.1:$port/postgres"
             return
         fi
+        # A start that timed out may have left a server running: stop it before the next port.
+        tidemark_as_postgres "$bin/pg_ctl" --pgdata="$dir/data" --mode=immediate stop >/dev/null 2>&1 || true
     done
     tidemark_lake_die "PostgreSQL did not start: $(tail -n 5 "$dir/server.log" 2>/dev/null)"
 }
@@ -108,10 +115,12 @@ tidemark_start_s3() {
     mkdir -p "$root/tidemark"
     for attempt in 1 2 3 4 5; do
         port=$(tidemark_free_port)
+        # The server exits at once when another process took the port meanwhile; the wait below
+        # then fails on its death, not on the other process's port.
         "$TIDEMARK_S3_SERVER" --host 127.0.0.1 --port "$port" --access-key tidemark --secret-key tidemark-secret \
             "$root" >"$TIDEMARK_LAKE_SERVERS_DIR/s3.log" 2>&1 &
         TIDEMARK_S3_PID=$!
-        if tidemark_wait_for_port "$port" "$TIDEMARK_S3_PID"; then
+        if tidemark_wait_for_port "$port" "$TIDEMARK_S3_PID" && kill -0 "$TIDEMARK_S3_PID" 2>/dev/null; then
             export TIDEMARK_TEST_S3_ENDPOINT="http://127.0.0.1:$port"
             export TIDEMARK_TEST_S3_BUCKET=tidemark
             export TIDEMARK_TEST_S3_ACCESS_KEY=tidemark

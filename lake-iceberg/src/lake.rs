@@ -192,7 +192,23 @@ impl IcebergLake {
             catalog.create(creation).await?;
         } else {
             // Fail at open, not at the first lookup, on a table that cannot be read.
-            catalog.load().await?;
+            let table = catalog.load().await?;
+            // Expiry's sweep matches the files the table names against the configured
+            // location's listing: a table recorded elsewhere (another spelling of it, or another
+            // prefix) would have every file it names taken for an orphan.
+            let recorded = table.metadata().location().trim_end_matches('/');
+            let configured = catalog.location();
+            let same = match catalog.warehouse().local_dir() {
+                Some(dir) => crate::location::local_path(recorded) == dir,
+                None => recorded == configured,
+            };
+            if !same {
+                return Err(Error::invalid(format!(
+                    "the catalog's table {}.{} is at {recorded}, not at the configured location \
+                     {configured}: open it with the location it was created with",
+                    config.namespace, config.table
+                )));
+            }
         }
         Ok(IcebergLake {
             inner: Arc::new(Inner {
@@ -285,6 +301,12 @@ impl IcebergLake {
             _local: local,
             shared,
         })
+    }
+
+    /// Holds off this handle's other commits, expiries and compaction commits until dropped
+    /// (not those of other processes).
+    pub(crate) async fn lock_local_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.writes.lock().await
     }
 
     /// Holds off every other expiry and compaction of this table until dropped (take it before

@@ -62,10 +62,11 @@ impl IcebergLake {
                 None => return Err(retry::gave_up("a snapshot expiry")),
             }
         };
-        let writes = self.lock_writes().await?;
-        let files = self.delete_unreferenced(&old, &table).await;
-        writes.release().await;
-        let files = files?;
+        // This handle's commits wait; other processes' need not: the sweep deletes only what
+        // the expired snapshots needed and files older than any commit in flight, and listing
+        // and deleting a large table's objects would hold every writer up.
+        let _writes = self.lock_local_writes().await;
+        let files = self.delete_unreferenced(&old, &table).await?;
         Ok(Expiry {
             snapshots: old
                 .metadata()

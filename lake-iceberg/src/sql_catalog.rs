@@ -16,7 +16,6 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions, Postgres};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -65,31 +64,19 @@ async fn pg_table_exists(pool: &PgPool, name: &str) -> Result<bool> {
 }
 
 /// The table's commit lock ([`SqlCatalog::lock_commits`]), held until
-/// [`released`](Self::release).
+/// [released](Self::release) or dropped.
 pub(crate) struct CommitLock {
-    /// The session holding the advisory lock, if one is held.
-    connection: Option<PoolConnection<Postgres>>,
+    /// The transaction holding the advisory lock, if one is held.
+    held: Option<sqlx::Transaction<'static, Postgres>>,
 }
 
 impl CommitLock {
-    /// Releases the lock, keeping the connection for the next commit.
+    /// Releases the lock now. Dropped instead, it rolls back as its connection goes back to
+    /// the pool, which releases the lock too.
     pub(crate) async fn release(mut self) {
-        if let Some(mut connection) = self.connection.take()
-            && sqlx::query("SELECT pg_advisory_unlock_all()")
-                .execute(&mut *connection)
-                .await
-                .is_err()
-        {
-            connection.close_on_drop();
-        }
-    }
-}
-
-impl Drop for CommitLock {
-    fn drop(&mut self) {
-        // Not released (a failed or cancelled commit): closing the session releases its lock.
-        if let Some(mut connection) = self.connection.take() {
-            connection.close_on_drop();
+        if let Some(held) = self.held.take() {
+            // A failed rollback closes the connection, which ends the transaction.
+            let _ = held.rollback().await;
         }
     }
 }
@@ -276,34 +263,34 @@ impl SqlCatalog {
     /// without it. An SQLite catalog has none (one host's processes; the swap alone decides).
     pub(crate) async fn lock_commits(&self) -> Result<CommitLock> {
         let Pool::Postgres(pool) = &self.pool else {
-            return Ok(CommitLock { connection: None });
+            return Ok(CommitLock { held: None });
         };
         let cannot = |e| lake_error("cannot take the lake table's commit lock", e);
-        let mut connection = pool.acquire().await.map_err(cannot)?;
-        sqlx::query("SELECT set_config('lock_timeout', $1, false)")
+        // A transaction's lock: however the holder lets go of it (released, failed, or dropped
+        // mid-wait by a cancelled commit), the transaction ends and the lock with it; a session
+        // lock would stay with a pooled connection returned mid-wait.
+        let mut held = pool.begin().await.map_err(cannot)?;
+        // Only this transaction waits at most this long; the pool's other statements do not.
+        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
             .bind(format!("{}ms", COMMIT_LOCK_WAIT.as_millis()))
-            .execute(&mut *connection)
+            .execute(&mut *held)
             .await
             .map_err(cannot)?;
         let key = format!(
             "tidemark-commit/{}/{}/{}",
             self.catalog, self.namespace, self.table
         );
-        let locked = sqlx::query("SELECT pg_advisory_lock(hashtextextended($1, 0))")
+        let locked = sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
             .bind(key)
-            .execute(&mut *connection)
+            .execute(&mut *held)
             .await;
         match locked {
-            Ok(_) => Ok(CommitLock {
-                connection: Some(connection),
-            }),
+            Ok(_) => Ok(CommitLock { held: Some(held) }),
+            // Waited long enough: go ahead without it (the aborted transaction rolls back).
             Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(LOCK_NOT_AVAILABLE) => {
-                Ok(CommitLock { connection: None })
+                Ok(CommitLock { held: None })
             }
-            Err(e) => {
-                connection.close_on_drop();
-                Err(cannot(e))
-            }
+            Err(e) => Err(cannot(e)),
         }
     }
 

@@ -119,7 +119,10 @@ impl Warehouse {
         if let Some(token) = props.get(S3_SESSION_TOKEN) {
             builder = builder.session_token(token);
         }
-        if props.get(S3_PATH_STYLE_ACCESS).map(String::as_str) != Some("true") {
+        if !props
+            .get(S3_PATH_STYLE_ACCESS)
+            .is_some_and(|v| is_truthy(v))
+        {
             builder = builder.enable_virtual_host_style();
         }
         let operator = opendal::Operator::new(builder)
@@ -241,6 +244,14 @@ impl Warehouse {
     }
 }
 
+/// Whether a property value means yes, as Iceberg's S3 file IO reads it.
+fn is_truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "true" | "t" | "1" | "on"
+    )
+}
+
 /// Whether a file name is one of a table's own files.
 fn is_table_file(name: &str) -> bool {
     name.ends_with(".parquet") || name.ends_with(".avro") || name.ends_with(".metadata.json")
@@ -347,6 +358,8 @@ mod tests {
     fn without_an_endpoint_addressing_is_virtual_host_style_in_the_default_region() {
         let props = object_store_properties(&BTreeMap::new(), |_| None);
         assert_eq!(props[S3_PATH_STYLE_ACCESS], "false");
+        assert!(!is_truthy("false") && !is_truthy("0"));
+        assert!(is_truthy("1") && is_truthy(" On") && is_truthy("t"));
         assert_eq!(props[S3_REGION], DEFAULT_REGION);
         let configured = BTreeMap::from([(S3_PATH_STYLE_ACCESS.to_owned(), " TRUE ".to_owned())]);
         let props = object_store_properties(&configured, |_| None);

@@ -5,7 +5,8 @@
 use tidemark_bucket::{Error, LakeLookuper, LakeSnapshot};
 use tidemark_engine_api::Record;
 use tidemark_lake_iceberg::{
-    EMBEDDED_CATALOG_FILE, IcebergLake, IcebergLookuper, OFFSETS_PROPERTY, TieringWriter,
+    EMBEDDED_CATALOG_FILE, IcebergLake, IcebergLookuper, LakeConfig, OFFSETS_PROPERTY,
+    TieringWriter,
 };
 
 fn put(key: &str, offset: u64) -> Record {
@@ -506,4 +507,32 @@ async fn each_data_files_index_is_read_once_and_every_read_is_counted() {
         later.reads > first.reads,
         "page reads are counted: {later:?}"
     );
+}
+
+/// A catalog entry whose table was created at another location is refused at open: expiry
+/// would match the table's files against the configured location's listing and take every
+/// file the table names for an orphan.
+#[tokio::test]
+async fn a_table_opened_at_another_location_than_its_own_is_refused() {
+    let (dir, lake, writer) = new_lake().await;
+    tier(&writer, 1, [put("a", 0)], 1).await;
+    drop((writer, lake));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let catalog = format!(
+        "sqlite://{}",
+        dir.path().join(EMBEDDED_CATALOG_FILE).display()
+    );
+    let err = IcebergLake::open_with(&LakeConfig::shared(catalog.clone(), elsewhere.path()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    assert!(
+        err.to_string().contains("open it with the location"),
+        "{err}"
+    );
+    // At its own location it opens, and nothing was changed.
+    let lake = IcebergLake::open_with(&LakeConfig::shared(catalog, dir.path()))
+        .await
+        .unwrap();
+    assert_eq!(lake.latest(1).await.unwrap().end_offset, 1);
 }

@@ -276,6 +276,10 @@ async fn a_writer_killed_mid_commit_leaves_the_table_as_a_commit_left_it() {
         }
     }
     assert!(end > 0, "no commit landed in {KILLS} runs");
+    assert!(
+        mid_commit > 0,
+        "no kill landed between a commit's start and its return"
+    );
     println!(
         "{KILLS} kills, {mid_commit} of them between a commit's start and its return; end {end}"
     );
