@@ -125,8 +125,11 @@ impl Warehouse {
         {
             builder = builder.enable_virtual_host_style();
         }
+        // Retried as Iceberg's own S3 storage retries: a request on a pooled connection the
+        // server just closed fails once, temporarily.
         let operator = opendal::Operator::new(builder)
             .map_err(|e| lake_error(format!("cannot address the object store at {url}"), e))?
+            .layer(opendal::layers::RetryLayer::new())
             .finish();
         Ok(Warehouse {
             location: format!("s3://{bucket}/{prefix}"),
